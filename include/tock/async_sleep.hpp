@@ -1,0 +1,111 @@
+// tock/async_sleep.hpp: waits with no timer object, for any completion token and inside coroutines.
+#ifndef TOCK_ASYNC_SLEEP_HPP
+#define TOCK_ASYNC_SLEEP_HPP
+
+#include <tock/detail/time_arith.hpp>
+#include <tock/timer_service.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution/executor.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/is_executor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/wait_traits.hpp>
+
+#include <chrono>
+#include <type_traits>
+#include <utility>
+
+namespace tock {
+namespace detail {
+
+template <typename T>
+inline constexpr bool is_executor_v = asio::execution::is_executor<T>::value || asio::is_executor<T>::value;
+
+template <typename Clock, typename Duration>
+typename Clock::time_point to_clock_time_point(const std::chrono::time_point<Clock, Duration>& t) noexcept {
+  return typename Clock::time_point(saturating_cast<typename Clock::duration>(t.time_since_epoch()));
+}
+
+template <typename Clock>
+class initiate_sleep_until {
+ public:
+  template <typename Handler, typename Executor>
+  void operator()(Handler&& handler, const Executor& ex, const typename Clock::time_point& t) const {
+    basic_timer_service<Clock>::of(ex).async_sleep_until(t, std::forward<Handler>(handler), ex);
+  }
+};
+
+// For the coroutine forms: the executor is the one the handler carries, i.e. the coroutine's.
+template <typename Clock>
+class initiate_sleep_on_handler_executor {
+ public:
+  template <typename Handler>
+  void operator()(Handler&& handler, const typename Clock::time_point& t) const {
+    const auto ex = asio::get_associated_executor(handler);
+    basic_timer_service<Clock>::of(ex).async_sleep_until(t, std::forward<Handler>(handler), ex);
+  }
+};
+
+}  // namespace detail
+
+// Completes with void(error_code) at `t` (success), or with operation_aborted when the handler's cancellation
+// slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
+// O(log N); at most one allocation, through the handler's associated allocator. Thread-safe.
+template <typename Executor, typename Clock, typename Duration,
+          typename Token = asio::default_completion_token_t<Executor>,
+          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
+auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, Duration>& t,
+                       Token&& token = asio::default_completion_token_t<Executor>()) {
+  return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock>(), token, ex,
+                                                       detail::to_clock_time_point(t));
+}
+
+// The same on `ctx`'s executor.
+template <typename ExecutionContext, typename Clock, typename Duration,
+          typename Token = asio::default_completion_token_t<typename ExecutionContext::executor_type>,
+          std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Clock, Duration>& t,
+                       Token&& token = asio::default_completion_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::async_sleep_until(ctx.get_executor(), t, std::forward<Token>(token));
+}
+
+// Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
+// Same completions, cost and thread safety as async_sleep_until.
+template <typename Executor, typename Rep, typename Period,
+          typename Token = asio::default_completion_token_t<Executor>,
+          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
+auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
+                     Token&& token = asio::default_completion_token_t<Executor>()) {
+  return tock::async_sleep_until(ex, detail::saturating_add(std::chrono::steady_clock::now(), d),
+                                 std::forward<Token>(token));
+}
+
+// The same on `ctx`'s executor.
+template <typename ExecutionContext, typename Rep, typename Period,
+          typename Token = asio::default_completion_token_t<typename ExecutionContext::executor_type>,
+          std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+auto async_sleep_for(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d,
+                     Token&& token = asio::default_completion_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::async_sleep_for(ctx.get_executor(), d, std::forward<Token>(token));
+}
+
+// `co_await tock::sleep_until(t);` inside asio::awaitable<>: sleeps on the coroutine's own executor. Throws
+// boost::system::system_error(operation_aborted) if the coroutine's cancellation slot is emitted.
+template <typename Clock, typename Duration>
+asio::awaitable<void> sleep_until(const std::chrono::time_point<Clock, Duration>& t) {
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
+      detail::initiate_sleep_on_handler_executor<Clock>(), asio::use_awaitable, detail::to_clock_time_point(t));
+}
+
+// `co_await tock::sleep_for(100ms);` inside asio::awaitable<>: as sleep_until(steady_clock::now() + d).
+template <typename Rep, typename Period>
+asio::awaitable<void> sleep_for(const std::chrono::duration<Rep, Period>& d) {
+  return tock::sleep_until(detail::saturating_add(std::chrono::steady_clock::now(), d));
+}
+
+}  // namespace tock
+
+#endif

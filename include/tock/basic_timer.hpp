@@ -1,0 +1,174 @@
+// tock/basic_timer.hpp: a drop-in for asio::basic_waitable_timer that waits in the context's timer service.
+#ifndef TOCK_BASIC_TIMER_HPP
+#define TOCK_BASIC_TIMER_HPP
+
+#include <tock/detail/time_arith.hpp>
+#include <tock/timer_service.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/detail/throw_error.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/wait_traits.hpp>
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+namespace tock {
+
+// A timer with the interface of asio::basic_waitable_timer. Its waits live in the io_context's
+// basic_timer_service: one heap slot per timer whatever its number of waits, and no Asio timer of its own.
+// Unlike Asio's, once cancel() or expires_at() returns, a wait that had already fired but whose handler had
+// not yet run on its executor completes with operation_aborted.
+//
+// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers).
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
+class basic_timer {
+ public:
+  using executor_type = Executor;
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+  using traits_type = WaitTraits;
+  using service_type = basic_timer_service<Clock, WaitTraits>;
+
+  // Rebinds the timer type to another executor.
+  template <typename Executor1>
+  struct rebind_executor {
+    using other = basic_timer<Clock, WaitTraits, Executor1>;
+  };
+
+  // A timer with no expiry set (a default time point), on `ex`'s io_context. O(1) after the first use of
+  // the context, which creates its service.
+  explicit basic_timer(const executor_type& ex) : service_(&service_type::of(ex)), executor_(ex) {}
+
+  // The same, on `ctx`'s executor.
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  explicit basic_timer(ExecutionContext& ctx) : basic_timer(executor_type(ctx.get_executor())) {}
+
+  // A timer that expires at `t`.
+  basic_timer(const executor_type& ex, const time_point& t) : basic_timer(ex) { impl_.expiry = t; }
+
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_timer(ExecutionContext& ctx, const time_point& t) : basic_timer(executor_type(ctx.get_executor()), t) {}
+
+  // A timer that expires `d` from now (saturating; a negative `d` is already due).
+  basic_timer(const executor_type& ex, const duration& d) : basic_timer(ex) {
+    impl_.expiry = detail::saturating_add(Clock::now(), d);
+  }
+
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_timer(ExecutionContext& ctx, const duration& d) : basic_timer(executor_type(ctx.get_executor()), d) {}
+
+  // Takes over `other`'s expiry and pending waits; `other` keeps its service but no executor. O(waits).
+  basic_timer(basic_timer&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
+    service_->move_construct(impl_, other.impl_);
+  }
+
+  // The same from a timer with another executor type that converts to this one.
+  template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
+  basic_timer(basic_timer<Clock, WaitTraits, Executor1>&& other)
+      : service_(other.service_), executor_(std::move(other.executor_)) {
+    service_->move_construct(impl_, other.impl_);
+  }
+
+  // Aborts this timer's waits, then takes over `other`'s.
+  basic_timer& operator=(basic_timer&& other) {
+    if (this != &other) assign_from(std::move(other));
+    return *this;
+  }
+
+  template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
+  basic_timer& operator=(basic_timer<Clock, WaitTraits, Executor1>&& other) {
+    assign_from(std::move(other));
+    return *this;
+  }
+
+  // Pending waits complete with operation_aborted. O(log N + waits).
+  ~basic_timer() { service_->destroy(impl_); }
+
+  basic_timer(const basic_timer&) = delete;
+  basic_timer& operator=(const basic_timer&) = delete;
+
+  executor_type get_executor() noexcept { return executor_; }
+
+  // Aborts every pending wait (operation_aborted), even one that fired but has not run; returns how many.
+  // O(waits of this timer).
+  std::size_t cancel() { return service_->cancel(impl_); }
+
+  // Aborts the oldest pending wait; returns 0 or 1. O(1).
+  std::size_t cancel_one() { return service_->cancel_one(impl_); }
+
+  // The expiry as an absolute time. O(1).
+  time_point expiry() const { return service_->expiry(impl_); }
+
+  // Aborts pending waits and sets the expiry; returns how many waits were aborted. O(waits): a later
+  // expiry does not touch the heap, the timer is re-keyed lazily when its old key surfaces.
+  std::size_t expires_at(const time_point& t) { return service_->expires_at(impl_, t); }
+
+  // The same, `d` from now (saturating; a negative `d` is already due).
+  std::size_t expires_after(const duration& d) {
+    return service_->expires_at(impl_, detail::saturating_add(Clock::now(), d));
+  }
+
+  // Blocks until the expiry has passed. Throws boost::system::system_error on failure.
+  void wait() {
+    error_code ec;
+    service_->wait(impl_, ec);
+    asio::detail::throw_error(ec, "wait");
+  }
+
+  // Blocks until the expiry has passed.
+  void wait(error_code& ec) { service_->wait(impl_, ec); }
+
+  // Starts a wait for the expiry; completes with void(error_code): success, operation_aborted (cancel,
+  // reset, destruction, or a cancellation slot of any type), or tock::error::capacity_exceeded.
+  // O(log N): one heap operation, and none when the timer already holds a slot for an earlier key.
+  // At most one allocation, through the handler's associated allocator.
+  template <typename WaitToken = asio::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return asio::async_initiate<WaitToken, void(error_code)>(initiate_async_wait(this), token);
+  }
+
+ private:
+  template <typename, typename, typename>
+  friend class basic_timer;
+
+  template <typename Other>
+  void assign_from(Other&& other) {
+    service_->destroy(impl_);
+    other.service_->move_construct(impl_, other.impl_);
+    service_ = other.service_;
+    executor_ = std::move(other.executor_);
+  }
+
+  class initiate_async_wait {
+   public:
+    using executor_type = Executor;
+
+    explicit initiate_async_wait(basic_timer* self) noexcept : self_(self) {}
+
+    const executor_type& get_executor() const noexcept { return self_->executor_; }
+
+    template <typename WaitHandler>
+    void operator()(WaitHandler&& handler) const {
+      self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), self_->executor_);
+    }
+
+   private:
+    basic_timer* self_;
+  };
+
+  service_type* service_;
+  executor_type executor_;
+  typename service_type::implementation_type impl_;
+};
+
+}  // namespace tock
+
+#endif

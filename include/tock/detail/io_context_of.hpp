@@ -1,0 +1,40 @@
+// tock/detail/io_context_of.hpp: the io_context an executor runs on.
+#ifndef TOCK_DETAIL_IO_CONTEXT_OF_HPP
+#define TOCK_DETAIL_IO_CONTEXT_OF_HPP
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <stdexcept>
+#include <type_traits>
+
+namespace tock::detail {
+
+namespace asio = boost::asio;
+
+// Typed executors say which context they run on; a type-erased one only says "some execution_context",
+// which cannot be down-cast (it is not polymorphic), so the executor kinds an any_io_executor usually holds
+// are unwrapped one by one.
+template <typename Executor>
+asio::io_context& io_context_of(const Executor& ex) {
+  if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+    if (const auto* io = ex.template target<asio::io_context::executor_type>()) return io->context();
+    if (const auto* s = ex.template target<asio::strand<asio::io_context::executor_type>>())
+      return s->get_inner_executor().context();
+    if (const auto* s = ex.template target<asio::strand<asio::any_io_executor>>())
+      return io_context_of(s->get_inner_executor());
+    throw std::invalid_argument("tock: the executor does not run on an io_context");
+  } else {
+    using context_type = std::decay_t<decltype(asio::query(ex, asio::execution::context))>;
+    static_assert(std::is_base_of_v<asio::io_context, context_type>,
+                  "tock timers need an executor of an io_context (or a strand of one)");
+    return asio::query(ex, asio::execution::context);
+  }
+}
+
+}  // namespace tock::detail
+
+#endif

@@ -1,0 +1,582 @@
+// tock/timer_service.hpp: one heap of deadlines per io_context and clock, driven by a single Asio timer.
+#ifndef TOCK_TIMER_SERVICE_HPP
+#define TOCK_TIMER_SERVICE_HPP
+
+#include <tock/detail/deadline_heap.hpp>
+#include <tock/detail/io_context_of.hpp>
+#include <tock/detail/timer_node.hpp>
+#include <tock/detail/wait_handlers.hpp>
+#include <tock/detail/wait_op.hpp>
+#include <tock/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/wait_traits.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tock {
+
+namespace asio = boost::asio;
+
+// The timer service of one io_context for one clock: every tock timer and sleep on that context waits in
+// its heap, and one Asio timer (the driver) wakes it at the earliest deadline. Found with
+// asio::use_service or basic_timer_service::of(executor); an io_context creates at most one per clock.
+//
+// Thread safety: every member may be called from any thread; one mutex guards the heap, the driver and
+// every timer's waits. A wait's handler always runs through its associated executor, never under the lock.
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>>
+class basic_timer_service : public asio::execution_context::service {
+ public:
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+  using traits_type = WaitTraits;
+  using implementation_type = detail::timer_node<time_point>;
+
+  static asio::execution_context::id id;
+
+  // Called by asio::use_service<basic_timer_service>(io_context&).
+  explicit basic_timer_service(asio::io_context& ctx)
+      : asio::execution_context::service(ctx), core_(ctx), driver_(ctx.get_executor()) {}
+
+  basic_timer_service(const basic_timer_service&) = delete;
+  basic_timer_service& operator=(const basic_timer_service&) = delete;
+
+  // The service of the io_context behind `ex`, created on first use. O(services on the context), locks the
+  // context's service registry. Throws std::invalid_argument if `ex` does not run on an io_context.
+  template <typename Executor>
+  static basic_timer_service& of(const Executor& ex) {
+    return asio::use_service<basic_timer_service>(detail::io_context_of(ex));
+  }
+
+  // Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).
+  std::size_t pending() const {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    return heap_waits_ + parked_waits_;
+  }
+
+  // The most heap slots (timers with waits, plus sleeps) the service holds; a wait past it completes with
+  // tock::error::capacity_exceeded. O(1).
+  std::size_t capacity() const {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    return capacity_;
+  }
+
+  // Sets capacity(), clamped to what the heap can index. Waits already pending are kept. O(1).
+  void set_capacity(std::size_t n) {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    capacity_ = n < detail::heap_node::max_position ? n : detail::heap_node::max_position;
+  }
+
+  // Checks the heap and the accounting against each other, for tests. O(N).
+  bool invariants_hold() const {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    if (!heap_.valid()) return false;
+    std::size_t in_heap = 0;
+    for (std::size_t i = 0; i < heap_.size(); ++i) {
+      const detail::heap_node* n = heap_.at(i).node;
+      if (!n->is_timer) {
+        ++in_heap;
+      } else {
+        const auto& t = *implementation_type::from_node(const_cast<detail::heap_node*>(n));
+        if (heap_.at(i).key > t.expiry) return false;  // keys are never later than expiries
+        in_heap += t.ring.waiting;
+      }
+    }
+    std::size_t parked = 0;
+    for (std::size_t i = 0; i < parked_.size(); ++i) {
+      const detail::heap_node* n = parked_[i];
+      if (n->position != (detail::heap_node::parked_flag | i)) return false;
+      parked += n->is_timer ? implementation_type::from_node(const_cast<detail::heap_node*>(n))->ring.waiting : 1;
+    }
+    const bool driver_ok = (heap_waits_ == 0) == (armed_at_ == time_point::max()) || shut_down_;
+    return in_heap == heap_waits_ && parked == parked_waits_ && driver_ok;
+  }
+
+  // --- The implementation of basic_timer. Each is O(log N) unless noted; `impl` is not shared between
+  // threads without synchronisation (as for Asio's timers), the service itself may be.
+
+  void construct(implementation_type&) noexcept {}
+
+  // Aborts the timer's waits (operation_aborted) and removes it from the heap.
+  void destroy(implementation_type& impl) {
+    wait_op_list aborted;
+    {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
+      if (impl.node.in_heap()) heap_.remove(impl.node);
+    }
+    aborted.post_all(core_);
+  }
+
+  // Moves `from`'s expiry and waits to `to`, which holds nothing yet. O(waits of the timer).
+  void move_construct(implementation_type& to, implementation_type& from) noexcept {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    to.expiry = from.expiry;
+    to.ring.take_from(from.ring);
+    to.node.seq = from.node.seq;
+    to.node.position = from.node.position;
+    if (from.node.in_heap())
+      heap_.relocate(from.node, to.node);
+    else if (from.node.parked())
+      parked_[from.node.position & ~detail::heap_node::parked_flag] = &to.node;
+    from.node.position = detail::heap_node::nowhere;
+  }
+
+  time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry; }
+
+  // Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
+  // expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
+  // the next wait starts.
+  std::size_t expires_at(implementation_type& impl, const time_point& t) {
+    wait_op_list aborted;
+    std::size_t n;
+    {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      n = take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
+      impl.expiry = t;
+    }
+    aborted.post_all(core_);
+    return n;
+  }
+
+  // Aborts every pending wait, including one that fired but whose handler has not run. Returns the count.
+  std::size_t cancel(implementation_type& impl) { return cancel_some(impl, static_cast<std::size_t>(-1)); }
+
+  // Aborts the oldest pending wait. Returns 0 or 1.
+  std::size_t cancel_one(implementation_type& impl) { return cancel_some(impl, 1); }
+
+  // Blocks the calling thread until the expiry has passed.
+  void wait(implementation_type& impl, error_code& ec) {
+    time_point now = Clock::now();
+    while (now < impl.expiry) {
+      std::this_thread::sleep_for(WaitTraits::to_wait_duration(impl.expiry - now));
+      now = Clock::now();
+    }
+    ec = error_code();
+  }
+
+  // Starts a wait on a timer. One allocation through the handler's associated allocator.
+  template <typename Handler, typename IoExecutor>
+  void async_wait(implementation_type& impl, Handler&& handler, const IoExecutor& io_ex) {
+    using handler_type = std::decay_t<Handler>;
+    const auto ex = asio::get_associated_executor(handler, io_ex);
+    if (runs_in_context(ex)) {
+      using op = detail::timer_wait_op<handler_type, detail::run_in_context>;
+      start_wait(impl, detail::allocate_op<op>(std::forward<Handler>(handler), detail::run_in_context{}));
+    } else {
+      using work_executor = std::decay_t<decltype(asio::prefer(ex, asio::execution::outstanding_work.tracked))>;
+      using target = detail::run_on_executor<work_executor>;
+      using op = detail::timer_wait_op<handler_type, target>;
+      start_wait(impl, detail::allocate_op<op>(std::forward<Handler>(handler),
+                                               target{asio::prefer(ex, asio::execution::outstanding_work.tracked)}));
+    }
+  }
+
+  // Starts a wait with no timer object until `t`. One allocation through the handler's associated allocator.
+  template <typename Handler, typename IoExecutor>
+  void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
+    using handler_type = std::decay_t<Handler>;
+    const auto ex = asio::get_associated_executor(handler, io_ex);
+    if (runs_in_context(ex)) {
+      using op = detail::sleep_op<handler_type, detail::run_in_context>;
+      start_sleep(t, detail::allocate_op<op>(std::forward<Handler>(handler), detail::run_in_context{}));
+    } else {
+      using work_executor = std::decay_t<decltype(asio::prefer(ex, asio::execution::outstanding_work.tracked))>;
+      using target = detail::run_on_executor<work_executor>;
+      using op = detail::sleep_op<handler_type, target>;
+      start_sleep(t, detail::allocate_op<op>(std::forward<Handler>(handler),
+                                             target{asio::prefer(ex, asio::execution::outstanding_work.tracked)}));
+    }
+  }
+
+ private:
+  using wait_op = detail::wait_op;
+  using heap_node = detail::heap_node;
+
+  // Waits taken out under the lock, completed after it is released, chained through wait_op::next.
+  class wait_op_list {
+   public:
+    void push_back(wait_op& op) noexcept {
+      op.next = nullptr;
+      *tail_ = &op;
+      tail_ = &op.next;
+    }
+    void post_all(detail::service_core& core) {
+      while (wait_op* op = head_) {
+        head_ = op->next;
+        if (head_ == nullptr) tail_ = &head_;
+        op->next = nullptr;
+        op->complete(op, core, detail::op_action::post, error_code(asio::error::operation_aborted));
+      }
+    }
+   private:
+    wait_op* head_ = nullptr;
+    wait_op** tail_ = &head_;
+  };
+
+  // Cancels a timer wait through its cancellation slot.
+  class wait_cancellation {
+   public:
+    wait_cancellation(basic_timer_service* s, wait_op* op) noexcept : service_(s), op_(op) {}
+    void operator()(asio::cancellation_type type) {
+      if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial |
+                   asio::cancellation_type::total)) != asio::cancellation_type::none)
+        service_->cancel_wait(*op_);
+    }
+
+   private:
+    basic_timer_service* service_;
+    wait_op* op_;
+  };
+
+  // Cancels a sleep through its cancellation slot.
+  class sleep_cancellation {
+   public:
+    sleep_cancellation(basic_timer_service* s, detail::sleep_op_base* op) noexcept : service_(s), op_(op) {}
+    void operator()(asio::cancellation_type type) {
+      if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial |
+                   asio::cancellation_type::total)) != asio::cancellation_type::none)
+        service_->cancel_sleep(*op_);
+    }
+
+   private:
+    basic_timer_service* service_;
+    detail::sleep_op_base* op_;
+  };
+
+  struct driver_handler {
+    basic_timer_service* service;
+    std::uint64_t generation;
+    void operator()(const error_code&) const { service->on_driver_fired(generation); }
+  };
+
+  // A handler whose executor is this io_context's own can be called in place by the driver.
+  template <typename Executor>
+  bool runs_in_context(const Executor& ex) const noexcept {
+    if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
+      return &ex.context() == &core_.context();
+    } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+      const auto* io = ex.template target<asio::io_context::executor_type>();
+      return io != nullptr && &io->context() == &core_.context();
+    } else {
+      return false;
+    }
+  }
+
+  template <typename Op>
+  void start_wait(implementation_type& impl, Op* op) {
+    auto slot = asio::get_associated_cancellation_slot(op->handler());
+    if (slot.is_connected()) slot.template emplace<wait_cancellation>(this, op);
+
+    std::unique_lock<std::mutex> lock(core_.mutex());
+    if (shut_down_) {
+      lock.unlock();
+      op->complete(op, core_, detail::op_action::destroy, error_code());
+      return;
+    }
+    if (impl.expiry == time_point::max()) {
+      impl.ring.push_back(*op);
+      if (impl.node.in_heap()) heap_.remove(impl.node);
+      if (!impl.node.parked()) park_locked(impl.node);
+      ++parked_waits_;
+      update_work_locked();
+      return;
+    }
+    if (!impl.node.in_heap() && heap_.size() >= capacity_) {
+      lock.unlock();
+      op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      return;
+    }
+    impl.ring.push_back(*op);
+    impl.node.seq = next_seq_++;
+    if (impl.node.in_heap()) {
+      // Left in the heap by an earlier wait: keep a key that is earlier than the expiry (it will be re-keyed
+      // when it surfaces), or move it up now; either way re-sift for the new sequence number.
+      const time_point key = heap_.key_of(impl.node);
+      heap_.rekey(impl.node, impl.expiry < key ? impl.expiry : key);
+    } else {
+      heap_.push(impl.node, impl.expiry);
+    }
+    ++heap_waits_;
+    update_driver_locked();
+  }
+
+  template <typename Op>
+  void start_sleep(const time_point& t, Op* op) {
+    auto slot = asio::get_associated_cancellation_slot(op->handler());
+    if (slot.is_connected()) slot.template emplace<sleep_cancellation>(this, op);
+
+    std::unique_lock<std::mutex> lock(core_.mutex());
+    if (shut_down_) {
+      lock.unlock();
+      op->complete(op, core_, detail::op_action::destroy, error_code());
+      return;
+    }
+    if (t == time_point::max()) {
+      park_locked(op->node);
+      ++parked_waits_;
+      update_work_locked();
+      return;
+    }
+    if (heap_.size() >= capacity_) {
+      lock.unlock();
+      op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      return;
+    }
+    op->node.seq = next_seq_++;
+    heap_.push(op->node, t);
+    ++heap_waits_;
+    update_driver_locked();
+  }
+
+  std::size_t cancel_some(implementation_type& impl, std::size_t limit) {
+    wait_op_list aborted;
+    std::size_t n;
+    {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      n = take_waits_locked(impl, limit, aborted);
+    }
+    aborted.post_all(core_);
+    return n;
+  }
+
+  // Takes up to `limit` waits of a timer, oldest first. Fired waits whose handlers have not run are only
+  // unlinked (their runner reports them aborted); waiting ones go on `aborted`, to be posted by the caller
+  // once the lock is released. The timer stays in the heap: a later wait will likely reuse its slot.
+  std::size_t take_waits_locked(implementation_type& impl, std::size_t limit, wait_op_list& aborted) {
+    std::size_t taken = 0;
+    std::size_t waiting_taken = 0;
+    while (taken < limit && !impl.ring.empty()) {
+      bool was_due = false;
+      wait_op& op = impl.ring.take_front(was_due);
+      if (!was_due) {
+        aborted.push_back(op);
+        ++waiting_taken;
+      }
+      ++taken;
+    }
+    if (waiting_taken > 0) waits_left_locked(impl, waiting_taken);
+    return taken;
+  }
+
+  // Accounts for `n` waits that left a timer's ring before firing.
+  void waits_left_locked(implementation_type& impl, std::size_t n) {
+    if (impl.node.in_heap()) {
+      heap_waits_ -= n;
+      update_driver_locked();
+    } else if (impl.node.parked()) {
+      parked_waits_ -= n;
+      if (impl.ring.waiting == 0) unpark_locked(impl.node);
+      update_work_locked();
+    }
+  }
+
+  void cancel_wait(wait_op& op) {
+    {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      if (op.next == nullptr) return;  // already fired, or cancelled
+      wait_op* prev = nullptr;
+      detail::wait_ring& ring = detail::wait_ring::ring_of(op, prev);
+      const bool was_due = ring.index_of(op) < ring.due;
+      detail::wait_ring::unlink_after(*prev, op);
+      if (was_due) {
+        --ring.due;  // its runner will report it aborted
+        return;
+      }
+      --ring.waiting;
+      waits_left_locked(timer_of(ring), 1);
+    }
+    op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+  }
+
+  void cancel_sleep(detail::sleep_op_base& op) {
+    {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      if (op.node.in_heap()) {
+        heap_.remove(op.node);
+        --heap_waits_;
+        update_driver_locked();
+      } else if (op.node.parked()) {
+        unpark_locked(op.node);
+        --parked_waits_;
+        update_work_locked();
+      } else {
+        return;  // already fired
+      }
+    }
+    op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+  }
+
+  static implementation_type& timer_of(detail::wait_ring& ring) noexcept {
+    return *reinterpret_cast<implementation_type*>(reinterpret_cast<char*>(&ring) -
+                                                   offsetof(implementation_type, ring));
+  }
+
+  // Parked waits (expiry time_point::max()) never fire and take no heap slot, but they are outstanding
+  // work, as Asio's are: run() does not return while one is pending.
+  void park_locked(heap_node& n) {
+    n.position = static_cast<std::uint32_t>(parked_.size()) | heap_node::parked_flag;
+    parked_.push_back(&n);
+  }
+
+  void unpark_locked(heap_node& n) noexcept {
+    const std::size_t i = n.position & ~heap_node::parked_flag;
+    heap_node* last = parked_.back();
+    parked_[i] = last;
+    last->position = static_cast<std::uint32_t>(i) | heap_node::parked_flag;
+    parked_.pop_back();
+    n.position = heap_node::nowhere;
+  }
+
+  void update_work_locked() {
+    if (parked_waits_ > 0 && !parked_work_)
+      parked_work_.emplace(core_.context().get_executor());
+    else if (parked_waits_ == 0 && parked_work_)
+      parked_work_.reset();
+  }
+
+  // The driver is armed exactly while some wait sits in the heap, at or before the top's key. It is re-armed
+  // only when the top becomes earlier than what it is armed for; a later top is found by waking early.
+  void update_driver_locked() {
+    if (heap_waits_ == 0) {
+      if (armed_at_ != time_point::max()) {
+        armed_at_ = time_point::max();
+        ++driver_generation_;
+        driver_.cancel();  // so that run() can return once nothing is pending
+      }
+      return;
+    }
+    const time_point& top = heap_.top().key;
+    if (top < armed_at_) {
+      armed_at_ = top;
+      driver_.expires_at(top);
+      driver_.async_wait(driver_handler{this, ++driver_generation_});
+    }
+  }
+
+  // Fires every wait that is due, in deadline order, then re-arms for what is left.
+  void on_driver_fired(std::uint64_t generation) {
+    std::unique_lock<std::mutex> lock(core_.mutex());
+    if (generation != driver_generation_ || shut_down_) return;  // superseded by a re-arm
+    armed_at_ = time_point::max();
+
+    // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do).
+    struct rearm {
+      basic_timer_service& service;
+      std::unique_lock<std::mutex>& lock;
+      ~rearm() {
+        if (!lock.owns_lock()) lock.lock();
+        service.update_driver_locked();
+      }
+    } guard{*this, lock};
+
+    const time_point now = Clock::now();
+    // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
+    // ones, wait for the next wake-up rather than starve the context.
+    std::size_t budget = heap_waits_;
+    while (budget > 0 && !heap_.empty()) {
+      const auto& top = heap_.top();
+      if (now < top.key) break;
+      heap_node& n = *top.node;
+      if (!n.is_timer) {
+        detail::sleep_op_base* op = detail::sleep_op_base::from_node(&n);
+        heap_.remove(n);
+        --heap_waits_;
+        --budget;
+        lock.unlock();
+        op->complete(op, core_, detail::op_action::invoke, error_code());
+        lock.lock();
+        continue;
+      }
+      implementation_type& t = *implementation_type::from_node(&n);
+      if (t.ring.waiting == 0) {  // left behind by a cancel or reset
+        heap_.remove(n);
+        continue;
+      }
+      if (top.key < t.expiry) {  // extended lazily: re-key now that it surfaced
+        heap_.rekey(n, t.expiry);
+        continue;
+      }
+      wait_op& op = t.ring.fire_first();
+      --heap_waits_;
+      --budget;
+      if (t.ring.waiting == 0) heap_.remove(n);
+      lock.unlock();
+      op.complete(&op, core_, detail::op_action::invoke, error_code());
+      lock.lock();
+    }
+  }
+
+  // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a
+  // handler's destructor may destroy a timer or start a wait (which is then destroyed too).
+  void shutdown() override {
+    std::vector<detail::sleep_op_base*> sleeps;
+    std::vector<wait_op*> waits;
+    {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      shut_down_ = true;
+      auto collect = [&](heap_node& n) {
+        n.position = heap_node::nowhere;
+        if (!n.is_timer) {
+          sleeps.push_back(detail::sleep_op_base::from_node(&n));
+          return;
+        }
+        // Fired waits stay: their runners, queued on other executors, own them.
+        detail::wait_ring& ring = implementation_type::from_node(&n)->ring;
+        while (ring.waiting > 0) waits.push_back(&ring.take_first_waiting());
+      };
+      heap_.drain(collect);
+      for (heap_node* n : parked_) collect(*n);
+      parked_.clear();
+      heap_waits_ = 0;
+      parked_waits_ = 0;
+      parked_work_.reset();
+      armed_at_ = time_point::max();
+      ++driver_generation_;
+    }
+    for (detail::sleep_op_base* op : sleeps) op->complete(op, core_, detail::op_action::destroy, error_code());
+    for (wait_op* op : waits) op->complete(op, core_, detail::op_action::destroy, error_code());
+  }
+
+  mutable detail::service_core core_;
+  detail::deadline_heap<time_point> heap_;
+  std::vector<heap_node*> parked_;
+  std::size_t heap_waits_ = 0;    // waits whose timer or sleep is in the heap
+  std::size_t parked_waits_ = 0;  // waits parked at time_point::max()
+  std::size_t capacity_ = heap_node::max_position;
+  std::uint32_t next_seq_ = 0;
+  bool shut_down_ = false;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> parked_work_;
+  asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> driver_;
+  time_point armed_at_ = time_point::max();  // max: the driver is not armed
+  std::uint64_t driver_generation_ = 0;
+};
+
+template <typename Clock, typename WaitTraits>
+asio::execution_context::id basic_timer_service<Clock, WaitTraits>::id;
+
+// The service behind tock::timer and tock::async_sleep_for.
+using timer_service = basic_timer_service<std::chrono::steady_clock>;
+
+}  // namespace tock
+
+#endif

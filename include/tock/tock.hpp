@@ -1,0 +1,11 @@
+// tock/tock.hpp: everything tock offers.
+#ifndef TOCK_TOCK_HPP
+#define TOCK_TOCK_HPP
+
+#include <tock/async_sleep.hpp>
+#include <tock/basic_timer.hpp>
+#include <tock/error.hpp>
+#include <tock/timer.hpp>
+#include <tock/timer_service.hpp>
+
+#endif
