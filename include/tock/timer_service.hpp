@@ -107,7 +107,7 @@ class basic_timer_service : public asio::execution_context::service {
       if (n->position != (detail::heap_node::parked_flag | i)) return false;
       parked += n->is_timer ? implementation_type::from_node(const_cast<detail::heap_node*>(n))->ring.waiting : 1;
     }
-    const bool driver_ok = (heap_waits_ == 0) == (armed_at_ == time_point::max()) || shut_down_;
+    const bool driver_ok = (heap_waits_ == 0) == (armed_at_ == time_point::max()) || shut_down_ || firing_;
     return in_heap == heap_waits_ && parked == parked_waits_ && driver_ok;
   }
 
@@ -282,17 +282,33 @@ class basic_timer_service : public asio::execution_context::service {
     }
   }
 
+  // Destroys the handler of an operation that could not be started, when the start throws.
+  template <typename Op>
+  struct unstarted_op {
+    Op* op;
+    detail::service_core& core;
+    ~unstarted_op() {
+      if (op) op->complete(op, core, detail::op_action::destroy, error_code());
+    }
+  };
+
   template <typename Op>
   void start_wait(implementation_type& impl, Op* op) {
+    unstarted_op<detail::wait_op> guard{op, core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
     if (slot.is_connected()) slot.template emplace<wait_cancellation>(this, op);
 
     std::unique_lock<std::mutex> lock(core_.mutex());
     if (shut_down_) {
       lock.unlock();
-      op->complete(op, core_, detail::op_action::destroy, error_code());
-      return;
+      return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
     }
+    // Room first: nothing below may throw once the wait is linked.
+    if (impl.expiry == time_point::max())
+      reserve_parked_one();
+    else
+      heap_.reserve_one();
+    guard.op = nullptr;
     if (impl.expiry == time_point::max()) {
       impl.ring.push_back(*op);
       if (impl.node.in_heap()) heap_.remove(impl.node);
@@ -322,15 +338,20 @@ class basic_timer_service : public asio::execution_context::service {
 
   template <typename Op>
   void start_sleep(const time_point& t, Op* op) {
+    unstarted_op<detail::sleep_op_base> guard{op, core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
     if (slot.is_connected()) slot.template emplace<sleep_cancellation>(this, op);
 
     std::unique_lock<std::mutex> lock(core_.mutex());
     if (shut_down_) {
       lock.unlock();
-      op->complete(op, core_, detail::op_action::destroy, error_code());
-      return;
+      return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
     }
+    if (t == time_point::max())
+      reserve_parked_one();
+    else
+      heap_.reserve_one();
+    guard.op = nullptr;
     if (t == time_point::max()) {
       park_locked(op->node);
       ++parked_waits_;
@@ -438,6 +459,10 @@ class basic_timer_service : public asio::execution_context::service {
     parked_.push_back(&n);
   }
 
+  void reserve_parked_one() {
+    if (parked_.size() == parked_.capacity()) parked_.reserve(parked_.empty() ? 16 : parked_.size() * 2);
+  }
+
   void unpark_locked(heap_node& n) noexcept {
     const std::size_t i = n.position & ~heap_node::parked_flag;
     heap_node* last = parked_.back();
@@ -485,10 +510,12 @@ class basic_timer_service : public asio::execution_context::service {
       std::unique_lock<std::mutex>& lock;
       ~rearm() {
         if (!lock.owns_lock()) lock.lock();
+        service.firing_ = false;
         service.update_driver_locked();
       }
     } guard{*this, lock};
 
+    firing_ = true;
     const time_point now = Clock::now();
     // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
     // ones, wait for the next wake-up rather than starve the context.
@@ -565,6 +592,7 @@ class basic_timer_service : public asio::execution_context::service {
   std::size_t capacity_ = heap_node::max_position;
   std::uint32_t next_seq_ = 0;
   bool shut_down_ = false;
+  bool firing_ = false;  // the driver is running a batch: it re-arms when the batch ends
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> parked_work_;
   asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed

@@ -43,7 +43,13 @@ class deadline_heap {
   const entry& at(std::size_t i) const noexcept { return entries_[i]; }
   const Key& key_of(const heap_node& n) const noexcept { return entries_[n.position].key; }
 
-  // O(log N). The caller checks size() < heap_node::max_position first.
+  // Makes room for one more entry, so that the push that follows cannot throw. Amortised O(1).
+  void reserve_one() {
+    if (entries_.size() == entries_.capacity()) entries_.reserve(entries_.empty() ? 64 : entries_.size() * 2);
+  }
+
+  // O(log N). The caller checks size() < heap_node::max_position first, and calls reserve_one() if it
+  // needs the push not to throw.
   void push(heap_node& n, const Key& key) {
     entries_.push_back(entry{key, &n});
     n.position = static_cast<std::uint32_t>(entries_.size() - 1);
