@@ -208,6 +208,109 @@ class basic_timer_service : public asio::execution_context::service {
     }
   }
 
+  // Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
+  // own executor), rather than dispatched to it. O(1).
+  template <typename Executor>
+  bool runs_in_context(const Executor& ex) const noexcept {
+    if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
+      return &ex.context() == &core_.context();
+    } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+      const auto* io = ex.template target<asio::io_context::executor_type>();
+      return io != nullptr && &io->context() == &core_.context();
+    } else {
+      return false;
+    }
+  }
+
+  // --- Entries embedded in other objects (tock::timeout, tock::deadline's bound operations). The owner keeps
+  // the entry alive until it has fired (its completion function was called) or has been unscheduled.
+
+  // Schedules an entry at `t`; it fires through its completion function (op_action::invoke, from inside the
+  // context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when it
+  // could not be scheduled, in which case it will never be called.
+  error_code schedule(detail::sleep_op_base& entry, const time_point& t) {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    if (shut_down_) return make_error_code(error::shut_down);
+    if (t == time_point::max()) {
+      reserve_parked_one();
+      park_locked(entry.node);
+      ++parked_waits_;
+      update_work_locked();
+      return error_code();
+    }
+    if (heap_.size() >= capacity_) return make_error_code(error::capacity_exceeded);
+    heap_.reserve_one();
+    entry.node.seq = next_seq_++;
+    heap_.push(entry.node, t);
+    ++heap_waits_;
+    update_driver_locked();
+    return error_code();
+  }
+
+  // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
+  bool unschedule(detail::sleep_op_base& entry) {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    return unschedule_locked(entry);
+  }
+
+  // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1) (the
+  // timer is re-keyed when its old key surfaces); an earlier one is O(log N).
+  void move_expiry(implementation_type& impl, const time_point& t) {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    impl.expiry = t;
+    if (impl.ring.waiting == 0) return;  // placed when a wait starts
+    const std::size_t n = impl.ring.waiting;
+    if (t == time_point::max()) {
+      if (impl.node.parked()) return;
+      reserve_parked_one();
+      heap_.remove(impl.node);
+      heap_waits_ -= n;
+      park_locked(impl.node);
+      parked_waits_ += n;
+      update_driver_locked();
+      update_work_locked();
+    } else if (impl.node.parked()) {
+      heap_.reserve_one();
+      unpark_locked(impl.node);
+      parked_waits_ -= n;
+      impl.node.seq = next_seq_++;
+      heap_.push(impl.node, t);
+      heap_waits_ += n;
+      update_work_locked();
+      update_driver_locked();
+    } else if (t < heap_.key_of(impl.node)) {
+      heap_.rekey(impl.node, t);
+      update_driver_locked();
+    }
+  }
+
+  // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
+  // (op_action::post) unless detached first. Same errors as schedule().
+  error_code attach(implementation_type& impl, detail::wait_op& entry) {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    if (shut_down_) return make_error_code(error::shut_down);
+    if (needs_slot_past_capacity_locked(impl)) return make_error_code(error::capacity_exceeded);
+    link_wait_locked(impl, entry);
+    return error_code();
+  }
+
+  // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
+  bool detach(detail::wait_op& entry) {
+    std::lock_guard<std::mutex> lock(core_.mutex());
+    if (entry.next == nullptr) return false;
+    detail::wait_op* prev = nullptr;
+    detail::wait_ring& ring = detail::wait_ring::ring_of(entry, prev);
+    const bool was_due = ring.index_of(entry) < ring.due;
+    detail::wait_ring::unlink_after(*prev, entry);
+    if (was_due) {
+      --ring.due;
+    } else {
+      --ring.waiting;
+      waits_left_locked(timer_of(ring), 1);
+    }
+    return true;
+  }
+
  private:
   using wait_op = detail::wait_op;
   using heap_node = detail::heap_node;
@@ -269,19 +372,6 @@ class basic_timer_service : public asio::execution_context::service {
     void operator()(const error_code&) const { service->on_driver_fired(generation); }
   };
 
-  // A handler whose executor is this io_context's own can be called in place by the driver.
-  template <typename Executor>
-  bool runs_in_context(const Executor& ex) const noexcept {
-    if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
-      return &ex.context() == &core_.context();
-    } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      const auto* io = ex.template target<asio::io_context::executor_type>();
-      return io != nullptr && &io->context() == &core_.context();
-    } else {
-      return false;
-    }
-  }
-
   // Destroys the handler of an operation that could not be started, when the start throws.
   template <typename Op>
   struct unstarted_op {
@@ -303,26 +393,39 @@ class basic_timer_service : public asio::execution_context::service {
       lock.unlock();
       return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
     }
-    // Room first: nothing below may throw once the wait is linked.
-    if (impl.expiry == time_point::max())
-      reserve_parked_one();
-    else
-      heap_.reserve_one();
+    if (needs_slot_past_capacity_locked(impl)) {
+      guard.op = nullptr;
+      lock.unlock();
+      op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      return;
+    }
+    link_wait_locked(impl, *op);
     guard.op = nullptr;
+  }
+
+  // A new wait would need a heap slot for the timer, and none is left.
+  bool needs_slot_past_capacity_locked(const implementation_type& impl) const noexcept {
+    return !impl.node.in_heap() && !impl.node.parked() && impl.expiry != time_point::max() &&
+           heap_.size() >= capacity_;
+  }
+
+  // Links a wait into a timer's ring and places the timer: parked at time_point::max(), else in the heap.
+  // Throws only before anything changed.
+  void link_wait_locked(implementation_type& impl, wait_op& op) {
     if (impl.expiry == time_point::max()) {
-      impl.ring.push_back(*op);
-      if (impl.node.in_heap()) heap_.remove(impl.node);
+      reserve_parked_one();
+      impl.ring.push_back(op);
+      if (impl.node.in_heap()) {
+        heap_.remove(impl.node);
+        update_driver_locked();
+      }
       if (!impl.node.parked()) park_locked(impl.node);
       ++parked_waits_;
       update_work_locked();
       return;
     }
-    if (!impl.node.in_heap() && heap_.size() >= capacity_) {
-      lock.unlock();
-      op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
-      return;
-    }
-    impl.ring.push_back(*op);
+    heap_.reserve_one();
+    impl.ring.push_back(op);
     impl.node.seq = next_seq_++;
     if (impl.node.in_heap()) {
       // Left in the heap by an earlier wait: keep a key that is earlier than the expiry (it will be re-keyed
@@ -432,19 +535,24 @@ class basic_timer_service : public asio::execution_context::service {
   void cancel_sleep(detail::sleep_op_base& op) {
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
-      if (op.node.in_heap()) {
-        heap_.remove(op.node);
-        --heap_waits_;
-        update_driver_locked();
-      } else if (op.node.parked()) {
-        unpark_locked(op.node);
-        --parked_waits_;
-        update_work_locked();
-      } else {
-        return;  // already fired
-      }
+      if (!unschedule_locked(op)) return;  // already fired
     }
     op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+  }
+
+  bool unschedule_locked(detail::sleep_op_base& op) {
+    if (op.node.in_heap()) {
+      heap_.remove(op.node);
+      --heap_waits_;
+      update_driver_locked();
+    } else if (op.node.parked()) {
+      unpark_locked(op.node);
+      --parked_waits_;
+      update_work_locked();
+    } else {
+      return false;
+    }
+    return true;
   }
 
   static implementation_type& timer_of(detail::wait_ring& ring) noexcept {

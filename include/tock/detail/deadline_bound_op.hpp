@@ -1,0 +1,229 @@
+// tock/detail/deadline_bound_op.hpp: an Asio operation tied to a deadline, which cancels it when it passes.
+#ifndef TOCK_DETAIL_DEADLINE_BOUND_OP_HPP
+#define TOCK_DETAIL_DEADLINE_BOUND_OP_HPP
+
+#include <tock/detail/wait_handlers.hpp>
+#include <tock/detail/wait_op.hpp>
+#include <tock/error.hpp>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
+
+#include <atomic>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace tock::detail {
+
+namespace asio = boost::asio;
+
+// One operation started with tock::timeout or a deadline's bind(). It is two things at once: the handler
+// the operation completes (through deadline_bound_handler), and an entry of the timer service (a `Link`:
+// a sleep_op_base in the heap for tock::timeout, a wait_op in a deadline's ring for bind()). Whichever of
+// the two ends first decides: the deadline emits a cancellation on the operation's slot, and the operation's
+// operation_aborted is then reported as tock::error::timed_out; or the operation completes and takes the
+// entry out of the service. The state lives until both are done (two references).
+//
+// The cancellation is emitted on the handler's executor, as Asio requires of cancellation signals: in place
+// when that is the service's own io_context (the driver runs inside its run()), else dispatched to it.
+template <typename Service, typename Handler, typename Executor, typename Link>
+class deadline_bound_op : public Link {
+ public:
+  using handler_type = Handler;
+
+  deadline_bound_op(Handler&& h, Service& service, const Executor& ex, bool runs_in_context,
+                    asio::cancellation_type type)
+      : Link(make_link()), handler_(std::move(h)), alloc_(handler_allocator(handler_)), service_(&service),
+        executor_(ex), runs_in_context_(runs_in_context), type_(type) {
+    auto user_slot = asio::get_associated_cancellation_slot(handler_);
+    if (user_slot.is_connected()) user_slot.template emplace<forward_cancellation>(this);
+  }
+
+  static deadline_bound_op* create(Handler&& h, Service& service, const Executor& ex, bool runs_in_context,
+                                   asio::cancellation_type type) {
+    return allocate_op<deadline_bound_op>(std::move(h), service, ex, runs_in_context, type);
+  }
+
+  asio::cancellation_slot operation_slot() noexcept { return signal_.slot(); }
+  const Handler& handler() const noexcept { return handler_; }
+
+  // The operation completed: take the entry out of the service, then run the user's handler with its
+  // operation_aborted turned into timed_out if the deadline caused it.
+  template <typename... Args>
+  void complete(Args&&... args) {
+    done_.store(true, std::memory_order_release);
+    if (unlink(*service_, *this)) release();
+    asio::get_associated_cancellation_slot(handler_).clear();
+    Handler handler(std::move(handler_));
+    const bool timed_out = timed_out_.load(std::memory_order_acquire);
+    release();
+    call(handler, timed_out, std::forward<Args>(args)...);
+  }
+
+  // The operation was destroyed without completing (its context shut down, or its initiation threw).
+  void abandon() noexcept {
+    done_.store(true, std::memory_order_release);
+    if (unlink(*service_, *this)) release();
+    asio::get_associated_cancellation_slot(handler_).clear();
+    release();
+  }
+
+  // Drops the entry's reference when the service would not take the entry.
+  void unscheduled() noexcept { release(); }
+
+ private:
+  struct forward_cancellation {
+    deadline_bound_op* self;
+    void operator()(asio::cancellation_type type) { self->signal_.emit(type); }
+  };
+
+  // Runs the cancellation on the handler's executor; holds the entry's reference until it has run.
+  class cancel_runner {
+   public:
+    cancel_runner(deadline_bound_op* self, bool timed_out) noexcept : self_(self), timed_out_(timed_out) {}
+    cancel_runner(cancel_runner&& other) noexcept
+        : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_) {}
+    cancel_runner& operator=(cancel_runner&&) = delete;
+    ~cancel_runner() {
+      if (self_ != nullptr) self_->release();
+    }
+    void operator()() {
+      deadline_bound_op* self = std::exchange(self_, nullptr);
+      self->cancel_now(timed_out_);
+      self->release();
+    }
+
+   private:
+    deadline_bound_op* self_;
+    bool timed_out_;
+  };
+
+  static Link make_link() noexcept {
+    if constexpr (std::is_same_v<Link, sleep_op_base>)
+      return sleep_op_base(&on_sleep_entry);
+    else
+      return wait_op{&on_wait_entry, nullptr, false};
+  }
+
+  static bool unlink(Service& s, sleep_op_base& entry) { return s.unschedule(entry); }
+  static bool unlink(Service& s, wait_op& entry) { return s.detach(entry); }
+
+  static void on_sleep_entry(sleep_op_base* b, service_core&, op_action a, const error_code&) {
+    static_cast<deadline_bound_op*>(b)->on_entry(a);
+  }
+  static void on_wait_entry(wait_op* b, service_core&, op_action a, const error_code&) {
+    static_cast<deadline_bound_op*>(b)->on_entry(a);
+  }
+
+  // The entry fired (invoke: the deadline passed), was aborted (post: the deadline was cancelled or
+  // destroyed), or is dropped at shutdown (destroy).
+  void on_entry(op_action a) {
+    if (a == op_action::destroy) {
+      release();
+    } else if (a == op_action::invoke && runs_in_context_) {
+      cancel_now(true);
+      release();
+    } else if (a == op_action::invoke) {
+      asio::dispatch(executor_, cancel_runner(this, true));
+    } else {
+      asio::post(executor_, cancel_runner(this, false));
+    }
+  }
+
+  void cancel_now(bool timed_out) {
+    if (done_.load(std::memory_order_acquire)) return;
+    if (timed_out) timed_out_.store(true, std::memory_order_release);
+    signal_.emit(timed_out ? type_ : asio::cancellation_type::terminal);
+  }
+
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    auto alloc = alloc_;
+    op_allocator_t<deadline_bound_op, Handler> op_alloc(alloc);
+    this->~deadline_bound_op();
+    std::allocator_traits<decltype(op_alloc)>::deallocate(op_alloc, this, 1);
+  }
+
+  template <typename H, typename First, typename... Rest>
+  static void call(H& h, bool timed_out, First&& first, Rest&&... rest) {
+    if constexpr (std::is_convertible_v<First, error_code> && !std::is_same_v<std::decay_t<First>, bool>) {
+      error_code ec(first);
+      if (timed_out && ec == asio::error::operation_aborted) ec = make_error_code(error::timed_out);
+      std::move(h)(ec, std::forward<Rest>(rest)...);
+    } else {
+      std::move(h)(std::forward<First>(first), std::forward<Rest>(rest)...);
+    }
+  }
+
+  template <typename H>
+  static void call(H& h, bool) {
+    std::move(h)();
+  }
+
+  Handler handler_;
+  decltype(handler_allocator(std::declval<const Handler&>())) alloc_;
+  asio::cancellation_signal signal_;
+  Service* service_;
+  Executor executor_;
+  bool runs_in_context_;
+  asio::cancellation_type type_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> timed_out_{false};
+  std::atomic<int> refs_{2};
+};
+
+// The handler an operation started with tock::timeout or bind() completes. Its cancellation slot is the
+// deadline's; its executor and allocator are those of the user's handler.
+template <typename Op>
+class deadline_bound_handler {
+ public:
+  using cancellation_slot_type = asio::cancellation_slot;
+
+  explicit deadline_bound_handler(Op* op) noexcept : op_(op) {}
+  deadline_bound_handler(deadline_bound_handler&& other) noexcept : op_(std::exchange(other.op_, nullptr)) {}
+  deadline_bound_handler& operator=(deadline_bound_handler&&) = delete;
+  ~deadline_bound_handler() {
+    if (op_ != nullptr) op_->abandon();
+  }
+
+  cancellation_slot_type get_cancellation_slot() const noexcept { return op_->operation_slot(); }
+  const typename Op::handler_type& user_handler() const noexcept { return op_->handler(); }
+
+  template <typename... Args>
+  void operator()(Args&&... args) {
+    std::exchange(op_, nullptr)->complete(std::forward<Args>(args)...);
+  }
+
+ private:
+  Op* op_;
+};
+
+}  // namespace tock::detail
+
+namespace boost::asio {
+
+template <template <typename, typename> class Associator, typename Op, typename DefaultCandidate>
+struct associator<Associator, tock::detail::deadline_bound_handler<Op>, DefaultCandidate> {
+  using inner = typename Op::handler_type;
+  using type = typename Associator<inner, DefaultCandidate>::type;
+
+  static type get(const tock::detail::deadline_bound_handler<Op>& h) noexcept {
+    return Associator<inner, DefaultCandidate>::get(h.user_handler());
+  }
+
+  static auto get(const tock::detail::deadline_bound_handler<Op>& h, const DefaultCandidate& c) noexcept
+      -> decltype(Associator<inner, DefaultCandidate>::get(h.user_handler(), c)) {
+    return Associator<inner, DefaultCandidate>::get(h.user_handler(), c);
+  }
+};
+
+}  // namespace boost::asio
+
+#endif

@@ -1,0 +1,90 @@
+// tock/detail/initiate_with_deadline.hpp: wraps an Asio initiation so that its operation is tied to a deadline.
+#ifndef TOCK_DETAIL_INITIATE_WITH_DEADLINE_HPP
+#define TOCK_DETAIL_INITIATE_WITH_DEADLINE_HPP
+
+#include <tock/detail/deadline_bound_op.hpp>
+#include <tock/error.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
+
+#include <type_traits>
+#include <utility>
+
+namespace tock::detail {
+
+namespace asio = boost::asio;
+
+// The executor an operation's handler runs on by default: the initiation's (its I/O object's), as Asio's
+// operations decide it.
+template <typename Initiation>
+auto initiation_executor(const Initiation& init) {
+  if constexpr (requires { init.get_executor(); })
+    return init.get_executor();
+  else
+    return asio::system_executor();
+}
+
+template <typename Signature>
+struct first_signature_args;
+
+template <typename R, typename... Args>
+struct first_signature_args<R(Args...)> {
+  // Completes a handler with `ec` and value-initialised results, when the operation could not be started.
+  template <typename Handler>
+  static void complete_with(Handler& h, const error_code& ec) {
+    if constexpr (sizeof...(Args) > 0) complete_with_first<Handler, std::decay_t<Args>...>(h, ec);
+  }
+
+ private:
+  template <typename Handler, typename First, typename... Rest>
+  static void complete_with_first(Handler& h, const error_code& ec) {
+    if constexpr (std::is_same_v<First, error_code>)
+      std::move(h)(ec, Rest{}...);
+    else
+      throw boost::system::system_error(ec);
+  }
+};
+
+// Registrar: where the entry goes (a heap slot for tock::timeout, a deadline's ring for bind()), through
+//   using link_type; service_type& service_for(const Executor&); error_code add(service_type&, link_type&);
+//   asio::cancellation_type type() const.
+template <typename Initiation, typename Registrar, typename FirstSignature>
+class initiate_with_deadline {
+ public:
+  initiate_with_deadline(Initiation init, Registrar registrar)
+      : init_(std::move(init)), registrar_(std::move(registrar)) {}
+
+  template <typename Handler, typename... Args>
+  void operator()(Handler&& handler, Args&&... args) && {
+    const auto ex = asio::get_associated_executor(handler, initiation_executor(init_));
+    static_assert(!std::is_same_v<std::decay_t<decltype(ex)>, asio::system_executor>,
+                  "tock: a timed operation needs an I/O object's executor or a handler with an associated executor");
+    auto& service = registrar_.service_for(ex);
+    using service_type = std::decay_t<decltype(service)>;
+    using op_type = deadline_bound_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>,
+                                      typename Registrar::link_type>;
+    op_type* op = op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex),
+                                  registrar_.type());
+    deadline_bound_handler<op_type> bound(op);
+    if (const error_code ec = registrar_.add(service, *op)) {
+      op->unscheduled();
+      if (ec == error::capacity_exceeded) {
+        asio::post(ex, [h = std::move(bound), ec]() mutable {
+          first_signature_args<FirstSignature>::complete_with(h, ec);
+        });
+      }
+      return;  // shut down: the handler is destroyed, as Asio does after shutdown
+    }
+    std::move(init_)(std::move(bound), std::forward<Args>(args)...);
+  }
+
+ private:
+  Initiation init_;
+  Registrar registrar_;
+};
+
+}  // namespace tock::detail
+
+#endif
