@@ -4,8 +4,10 @@
 
 #include <tock/async_sleep.hpp>
 #include <tock/basic_timer.hpp>
+#include <tock/deadline.hpp>
 #include <tock/error.hpp>
 #include <tock/timer.hpp>
+#include <tock/timeout.hpp>
 #include <tock/timer_service.hpp>
 
 #endif

@@ -1,0 +1,188 @@
+// tock/deadline.hpp: tock::deadline, a movable deadline for a connection and the operations bound to it.
+#ifndef TOCK_DEADLINE_HPP
+#define TOCK_DEADLINE_HPP
+
+#include <tock/detail/initiate_with_deadline.hpp>
+#include <tock/detail/time_arith.hpp>
+#include <tock/timer_service.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/wait_traits.hpp>
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+namespace tock {
+
+template <typename Deadline, typename Token>
+class deadline_bound_token;
+
+// A deadline that moves without completing anything: expires_after()/expires_at() re-aim pending waits and
+// bound operations at the new time (Beast's tcp_stream::expires_after, for any operation and with no timer
+// per stream). Operations started with bind(token) are cancelled and report tock::error::timed_out when the
+// deadline passes; async_wait() completes then. Use one deadline per direction for distinct read and write
+// limits. Destroying or cancel()ing it aborts its waits and cancels its bound operations (operation_aborted).
+//
+// Thread safety: distinct objects: safe. Shared objects: unsafe. Bound operations on a context run by several
+// threads need a strand, as every per-operation cancellation does in Asio.
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
+class basic_deadline {
+ public:
+  using executor_type = Executor;
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+  using service_type = basic_timer_service<Clock, WaitTraits>;
+
+  // A deadline at time_point::max() (never) on `ex`'s io_context.
+  explicit basic_deadline(const executor_type& ex) : service_(&service_type::of(ex)), executor_(ex) {
+    impl_.expiry = time_point::max();
+  }
+
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  explicit basic_deadline(ExecutionContext& ctx) : basic_deadline(executor_type(ctx.get_executor())) {}
+
+  // A deadline `d` from now.
+  basic_deadline(const executor_type& ex, const duration& d) : basic_deadline(ex) { expires_after(d); }
+
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_deadline(ExecutionContext& ctx, const duration& d) : basic_deadline(executor_type(ctx.get_executor()), d) {}
+
+  basic_deadline(basic_deadline&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
+    service_->move_construct(impl_, other.impl_);
+  }
+
+  basic_deadline& operator=(basic_deadline&& other) {
+    if (this != &other) {
+      service_->destroy(impl_);
+      other.service_->move_construct(impl_, other.impl_);
+      service_ = other.service_;
+      executor_ = std::move(other.executor_);
+    }
+    return *this;
+  }
+
+  basic_deadline(const basic_deadline&) = delete;
+  basic_deadline& operator=(const basic_deadline&) = delete;
+
+  // Aborts waits and cancels bound operations. O(log N + attached).
+  ~basic_deadline() { service_->destroy(impl_); }
+
+  executor_type get_executor() noexcept { return executor_; }
+
+  time_point expiry() const noexcept { return service_->expiry(impl_); }
+
+  // Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
+  // re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
+  void expires_at(const time_point& t) { service_->move_expiry(impl_, t); }
+
+  // The same, `d` from now (saturating; a negative `d` is due at once).
+  void expires_after(const duration& d) { expires_at(detail::saturating_add(Clock::now(), d)); }
+
+  // Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
+  std::size_t cancel() { return service_->cancel(impl_); }
+
+  // Completes with void(error_code) when the deadline passes (success), or operation_aborted on cancel()
+  // or destruction. O(log N) for the first wait or bound operation, O(attached) after.
+  template <typename WaitToken = asio::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return asio::async_initiate<WaitToken, void(error_code)>(initiate_async_wait(this), token);
+  }
+
+  // A completion token for any Asio operation supporting per-operation cancellation: the operation is
+  // cancelled with `type` when this deadline passes and its operation_aborted becomes tock::error::timed_out.
+  // One allocation per operation, through the handler's allocator; no heap slot beyond the deadline's one.
+  template <typename Token>
+  deadline_bound_token<basic_deadline, std::decay_t<Token>> bind(
+      Token&& token, asio::cancellation_type type = asio::cancellation_type::terminal) {
+    return deadline_bound_token<basic_deadline, std::decay_t<Token>>(*this, std::forward<Token>(token), type);
+  }
+
+ private:
+  template <typename, typename>
+  friend class deadline_bound_token;
+
+  class initiate_async_wait {
+   public:
+    using executor_type = Executor;
+    explicit initiate_async_wait(basic_deadline* self) noexcept : self_(self) {}
+    const executor_type& get_executor() const noexcept { return self_->executor_; }
+    template <typename WaitHandler>
+    void operator()(WaitHandler&& handler) const {
+      self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), self_->executor_);
+    }
+
+   private:
+    basic_deadline* self_;
+  };
+
+  service_type* service_;
+  executor_type executor_;
+  typename service_type::implementation_type impl_;
+};
+
+// The deadline most code wants: std::chrono::steady_clock, any_io_executor.
+using deadline = basic_deadline<std::chrono::steady_clock>;
+
+// The token basic_deadline::bind returns.
+template <typename Deadline, typename Token>
+class deadline_bound_token {
+ public:
+  deadline_bound_token(Deadline& d, Token token, asio::cancellation_type type)
+      : deadline_(&d), token_(std::move(token)), type_(type) {}
+
+  Token& token() noexcept { return token_; }
+
+  // Where the operation's entry goes: among the deadline's waits.
+  class registrar {
+   public:
+    using link_type = detail::wait_op;
+    using service_type = typename Deadline::service_type;
+
+    registrar(Deadline* d, asio::cancellation_type type) noexcept : deadline_(d), type_(type) {}
+    template <typename Executor>
+    service_type& service_for(const Executor&) const noexcept {
+      return *deadline_->service_;
+    }
+    error_code add(service_type& s, detail::wait_op& entry) const { return s.attach(deadline_->impl_, entry); }
+    asio::cancellation_type type() const noexcept { return type_; }
+
+   private:
+    Deadline* deadline_;
+    asio::cancellation_type type_;
+  };
+
+  registrar make_registrar() const noexcept { return registrar(deadline_, type_); }
+
+ private:
+  Deadline* deadline_;
+  Token token_;
+  asio::cancellation_type type_;
+};
+
+}  // namespace tock
+
+template <typename Deadline, typename Token, typename Signature, typename... Signatures>
+struct boost::asio::async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...> {
+  template <typename Initiation>
+  using wrapped = tock::detail::initiate_with_deadline<
+      std::decay_t<Initiation>, typename tock::deadline_bound_token<Deadline, Token>::registrar, Signature>;
+
+  // The return type is spelled out so that Asio's completion_token_for checks do not instantiate the body.
+  template <typename Initiation, typename RawToken, typename... Args>
+  static auto initiate(Initiation&& init, RawToken&& token, Args&&... args)
+      -> decltype(boost::asio::async_initiate<Token, Signature, Signatures...>(
+          std::declval<wrapped<Initiation>>(), std::declval<Token&>(), std::declval<Args>()...)) {
+    return boost::asio::async_initiate<Token, Signature, Signatures...>(
+        wrapped<Initiation>(std::forward<Initiation>(init), token.make_registrar()), token.token(),
+        std::forward<Args>(args)...);
+  }
+};
+
+#endif
