@@ -97,7 +97,9 @@ class basic_timer_service : public asio::execution_context::service {
         ++in_heap;
       } else {
         const auto& t = *implementation_type::from_node(const_cast<detail::heap_node*>(n));
-        if (heap_.at(i).key > t.expiry) return false;  // keys are never later than expiries
+        // A timer with waits is keyed no later than its expiry; one without waits may linger with any key
+        // until it surfaces (its next wait re-keys it).
+        if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry || t.expiry == time_point::max())) return false;
         in_heap += t.ring.waiting;
       }
     }
@@ -273,7 +275,7 @@ class basic_timer_service : public asio::execution_context::service {
       heap_.reserve_one();
       unpark_locked(impl.node);
       parked_waits_ -= n;
-      impl.node.seq = next_seq_++;
+      impl.node.seq = impl.ring.first_waiting()->seq;
       heap_.push(impl.node, t);
       heap_waits_ += n;
       update_work_locked();
@@ -403,6 +405,16 @@ class basic_timer_service : public asio::execution_context::service {
     guard.op = nullptr;
   }
 
+  // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
+  // the sequence number of its oldest waiting wait, and is re-sifted when that wait leaves. O(log N), and
+  // only for timers with several waits.
+  void resequence_locked(implementation_type& impl) noexcept {
+    const std::uint32_t seq = impl.ring.first_waiting()->seq;
+    if (impl.node.seq == (seq & 0x7FFF'FFFFu)) return;
+    impl.node.seq = seq;
+    heap_.rekey(impl.node, heap_.key_of(impl.node));
+  }
+
   // A new wait would need a heap slot for the timer, and none is left.
   bool needs_slot_past_capacity_locked(const implementation_type& impl) const noexcept {
     return !impl.node.in_heap() && !impl.node.parked() && impl.expiry != time_point::max() &&
@@ -414,6 +426,7 @@ class basic_timer_service : public asio::execution_context::service {
   void link_wait_locked(implementation_type& impl, wait_op& op) {
     if (impl.expiry == time_point::max()) {
       reserve_parked_one();
+      op.seq = next_seq_++;
       impl.ring.push_back(op);
       if (impl.node.in_heap()) {
         heap_.remove(impl.node);
@@ -425,8 +438,13 @@ class basic_timer_service : public asio::execution_context::service {
       return;
     }
     heap_.reserve_one();
+    const bool first = impl.ring.waiting == 0;
+    op.seq = next_seq_++;
     impl.ring.push_back(op);
-    impl.node.seq = next_seq_++;
+    ++heap_waits_;
+    // A timer ranks among equal deadlines by its oldest waiting wait (see resequence_locked).
+    if (!first) return;
+    impl.node.seq = op.seq;
     if (impl.node.in_heap()) {
       // Left in the heap by an earlier wait: keep a key that is earlier than the expiry (it will be re-keyed
       // when it surfaces), or move it up now; either way re-sift for the new sequence number.
@@ -435,7 +453,6 @@ class basic_timer_service : public asio::execution_context::service {
     } else {
       heap_.push(impl.node, impl.expiry);
     }
-    ++heap_waits_;
     update_driver_locked();
   }
 
@@ -506,6 +523,7 @@ class basic_timer_service : public asio::execution_context::service {
   void waits_left_locked(implementation_type& impl, std::size_t n) {
     if (impl.node.in_heap()) {
       heap_waits_ -= n;
+      if (impl.ring.waiting > 0) resequence_locked(impl);
       update_driver_locked();
     } else if (impl.node.parked()) {
       parked_waits_ -= n;
@@ -654,7 +672,10 @@ class basic_timer_service : public asio::execution_context::service {
       wait_op& op = t.ring.fire_first();
       --heap_waits_;
       --budget;
-      if (t.ring.waiting == 0) heap_.remove(n);
+      if (t.ring.waiting == 0)
+        heap_.remove(n);
+      else
+        resequence_locked(t);
       lock.unlock();
       op.complete(&op, core_, detail::op_action::invoke, error_code());
       lock.lock();

@@ -109,7 +109,7 @@ class deadline_bound_op : public Link {
     if constexpr (std::is_same_v<Link, sleep_op_base>)
       return sleep_op_base(&on_sleep_entry);
     else
-      return wait_op{&on_wait_entry, nullptr, false};
+      return wait_op{&on_wait_entry, nullptr, false, 0};
   }
 
   static bool unlink(Service& s, sleep_op_base& entry) { return s.unschedule(entry); }

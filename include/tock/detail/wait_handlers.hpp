@@ -156,7 +156,7 @@ class fired_wait_runner {
 template <typename Handler, typename Target>
 class timer_wait_op : public wait_op {
  public:
-  timer_wait_op(Handler&& h, Target t) : wait_op{&do_complete, nullptr, Target::checked_at_run},
+  timer_wait_op(Handler&& h, Target t) : wait_op{&do_complete, nullptr, Target::checked_at_run, 0},
         handler_(std::move(h)), target_(std::move(t)) {}
 
   Handler& handler() noexcept { return handler_; }

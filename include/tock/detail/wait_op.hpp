@@ -33,10 +33,11 @@ struct wait_op {
   // Completes on an executor other than the context's own, so its handler runs some time after it fires.
   // Such a wait stays in its ring until it runs, so that a cancel() in between still aborts it.
   bool checked_at_run = false;
+  std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
 
 struct wait_ring {
-  wait_op sentinel{nullptr, &sentinel, false};
+  wait_op sentinel{nullptr, &sentinel, false, 0};
   std::uint32_t waiting = 0;  // waits that have not fired
   std::uint32_t due = 0;      // fired waits, at the front of the ring, whose handlers have not run yet
 
