@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <limits>
+#include <ratio>
 #include <type_traits>
 
 namespace tock::detail {
@@ -11,15 +12,24 @@ namespace tock::detail {
 // Converts any duration to Duration, clamping at Duration's range instead of overflowing.
 template <typename Duration, typename Rep, typename Period>
 Duration saturating_cast(const std::chrono::duration<Rep, Period>& d) noexcept {
+  using to_rep = typename Duration::rep;
+  using ratio = std::ratio_divide<Period, typename Duration::period>;
   if constexpr (std::is_same_v<std::chrono::duration<Rep, Period>, Duration>) {
     return d;
+  } else if constexpr (std::is_integral_v<Rep> && std::is_signed_v<Rep> && std::is_integral_v<to_rep> &&
+                       sizeof(Rep) <= sizeof(to_rep) && ratio::den == 1) {
+    // The common case (milliseconds to nanoseconds...): one multiplication, checked in integers.
+    constexpr to_rep limit = std::numeric_limits<to_rep>::max() / ratio::num;
+    if (d.count() > limit) return Duration::max();
+    if (d.count() < -limit) return Duration::min();
+    return Duration(static_cast<to_rep>(d.count()) * ratio::num);
   } else {
-  using common = std::common_type_t<std::chrono::duration<long double, Period>,
+    using wide = std::common_type_t<std::chrono::duration<long double, Period>,
                                     std::chrono::duration<long double, typename Duration::period>>;
-  const common value(d);
-  if (value >= common(Duration::max())) return Duration::max();
-  if (value <= common(Duration::min())) return Duration::min();
-  return std::chrono::duration_cast<Duration>(d);
+    const wide value(d);
+    if (value >= wide(Duration::max())) return Duration::max();
+    if (value <= wide(Duration::min())) return Duration::min();
+    return std::chrono::duration_cast<Duration>(d);
   }
 }
 
