@@ -12,6 +12,7 @@
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/wait_traits.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -56,14 +57,17 @@ class basic_timer {
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_timer(ExecutionContext& ctx, const time_point& t) : basic_timer(executor_type(ctx.get_executor()), t) {}
 
-  // A timer that expires `d` from now (saturating; a negative `d` is already due).
-  basic_timer(const executor_type& ex, const duration& d) : basic_timer(ex) {
+  // A timer that expires `d` from now. Any duration type, so that a huge one saturates at time_point::max()
+  // instead of overflowing on its way to Clock::duration; a negative `d` is already due.
+  template <typename Rep, typename Period>
+  basic_timer(const executor_type& ex, const std::chrono::duration<Rep, Period>& d) : basic_timer(ex) {
     impl_.expiry = detail::saturating_add(Clock::now(), d);
   }
 
-  template <typename ExecutionContext,
+  template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
-  basic_timer(ExecutionContext& ctx, const duration& d) : basic_timer(executor_type(ctx.get_executor()), d) {}
+  basic_timer(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
+      : basic_timer(executor_type(ctx.get_executor()), d) {}
 
   // Takes over `other`'s expiry and pending waits; `other` keeps its service but no executor. O(waits).
   basic_timer(basic_timer&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
@@ -111,8 +115,9 @@ class basic_timer {
   // expiry does not touch the heap, the timer is re-keyed lazily when its old key surfaces.
   std::size_t expires_at(const time_point& t) { return service_->expires_at(impl_, t); }
 
-  // The same, `d` from now (saturating; a negative `d` is already due).
-  std::size_t expires_after(const duration& d) {
+  // The same, `d` from now (any duration type, saturating; a negative `d` is already due).
+  template <typename Rep, typename Period>
+  std::size_t expires_after(const std::chrono::duration<Rep, Period>& d) {
     return service_->expires_at(impl_, detail::saturating_add(Clock::now(), d));
   }
 

@@ -12,6 +12,7 @@
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/wait_traits.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -47,12 +48,19 @@ class basic_deadline {
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   explicit basic_deadline(ExecutionContext& ctx) : basic_deadline(executor_type(ctx.get_executor())) {}
 
-  // A deadline `d` from now.
-  basic_deadline(const executor_type& ex, const duration& d) : basic_deadline(ex) { expires_after(d); }
+  // A deadline `d` from now (any duration type, saturating).
+  template <typename Rep, typename Period>
+  basic_deadline(const executor_type& ex, const std::chrono::duration<Rep, Period>& d) : basic_deadline(ex) {
+    expires_after(d);
+  }
 
-  template <typename ExecutionContext,
+  template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
-  basic_deadline(ExecutionContext& ctx, const duration& d) : basic_deadline(executor_type(ctx.get_executor()), d) {}
+  basic_deadline(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
+      : basic_deadline(executor_type(ctx.get_executor()), d) {}
+
+  // A deadline at `t`.
+  basic_deadline(const executor_type& ex, const time_point& t) : basic_deadline(ex) { expires_at(t); }
 
   basic_deadline(basic_deadline&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
     service_->move_construct(impl_, other.impl_);
@@ -82,8 +90,9 @@ class basic_deadline {
   // re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
   void expires_at(const time_point& t) { service_->move_expiry(impl_, t); }
 
-  // The same, `d` from now (saturating; a negative `d` is due at once).
-  void expires_after(const duration& d) { expires_at(detail::saturating_add(Clock::now(), d)); }
+  // The same, `d` from now (any duration type, saturating; a negative `d` is due at once).
+  template <typename Rep, typename Period>
+  void expires_after(const std::chrono::duration<Rep, Period>& d) { expires_at(detail::saturating_add(Clock::now(), d)); }
 
   // Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
   std::size_t cancel() { return service_->cancel(impl_); }

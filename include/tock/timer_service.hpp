@@ -91,6 +91,7 @@ class basic_timer_service : public asio::execution_context::service {
     std::lock_guard<std::mutex> lock(core_.mutex());
     if (!heap_.valid()) return false;
     std::size_t in_heap = 0;
+    std::size_t lingering = 0;
     for (std::size_t i = 0; i < heap_.size(); ++i) {
       const detail::heap_node* n = heap_.at(i).node;
       if (!n->is_timer) {
@@ -101,6 +102,7 @@ class basic_timer_service : public asio::execution_context::service {
         // until it surfaces (its next wait re-keys it).
         if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry || t.expiry == time_point::max())) return false;
         in_heap += t.ring.waiting;
+        lingering += t.ring.waiting == 0;
       }
     }
     std::size_t parked = 0;
@@ -110,7 +112,8 @@ class basic_timer_service : public asio::execution_context::service {
       parked += n->is_timer ? implementation_type::from_node(const_cast<detail::heap_node*>(n))->ring.waiting : 1;
     }
     const bool driver_ok = (heap_waits_ == 0) == (armed_at_ == time_point::max()) || shut_down_ || firing_;
-    return in_heap == heap_waits_ && parked == parked_waits_ && driver_ok;
+    return in_heap == heap_waits_ && parked == parked_waits_ && lingering == lingering_ && driver_ok &&
+           !idle_work_;
   }
 
   // --- The implementation of basic_timer. Each is O(log N) unless noted; `impl` is not shared between
@@ -120,11 +123,16 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Aborts the timer's waits (operation_aborted) and removes it from the heap.
   void destroy(implementation_type& impl) {
+    idle_work idle(*this);
     wait_op_list aborted;
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
       take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
-      if (impl.node.in_heap()) heap_.remove(impl.node);
+      if (impl.node.in_heap()) {
+        heap_.remove(impl.node);
+        --lingering_;
+      }
+      idle.collect_locked();
     }
     aborted.post_all(core_);
   }
@@ -149,12 +157,14 @@ class basic_timer_service : public asio::execution_context::service {
   // expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
   // the next wait starts.
   std::size_t expires_at(implementation_type& impl, const time_point& t) {
+    idle_work idle(*this);
     wait_op_list aborted;
     std::size_t n;
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
       n = take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
       impl.expiry = t;
+      idle.collect_locked();
     }
     aborted.post_all(core_);
     return n;
@@ -240,7 +250,7 @@ class basic_timer_service : public asio::execution_context::service {
       update_work_locked();
       return error_code();
     }
-    if (heap_.size() >= capacity_) return make_error_code(error::capacity_exceeded);
+    if (slots_in_use_locked() >= capacity_) return make_error_code(error::capacity_exceeded);
     heap_.reserve_one();
     entry.node.seq = next_seq_++;
     heap_.push(entry.node, t);
@@ -251,39 +261,20 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
   bool unschedule(detail::sleep_op_base& entry) {
+    idle_work idle(*this);
     std::lock_guard<std::mutex> lock(core_.mutex());
-    return unschedule_locked(entry);
+    const bool removed = unschedule_locked(entry);
+    idle.collect_locked();
+    return removed;
   }
 
   // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1) (the
   // timer is re-keyed when its old key surfaces); an earlier one is O(log N).
   void move_expiry(implementation_type& impl, const time_point& t) {
+    idle_work idle(*this);
     std::lock_guard<std::mutex> lock(core_.mutex());
-    impl.expiry = t;
-    if (impl.ring.waiting == 0) return;  // placed when a wait starts
-    const std::size_t n = impl.ring.waiting;
-    if (t == time_point::max()) {
-      if (impl.node.parked()) return;
-      reserve_parked_one();
-      heap_.remove(impl.node);
-      heap_waits_ -= n;
-      park_locked(impl.node);
-      parked_waits_ += n;
-      update_driver_locked();
-      update_work_locked();
-    } else if (impl.node.parked()) {
-      heap_.reserve_one();
-      unpark_locked(impl.node);
-      parked_waits_ -= n;
-      impl.node.seq = impl.ring.first_waiting()->seq;
-      heap_.push(impl.node, t);
-      heap_waits_ += n;
-      update_work_locked();
-      update_driver_locked();
-    } else if (t < heap_.key_of(impl.node)) {
-      heap_.rekey(impl.node, t);
-      update_driver_locked();
-    }
+    move_expiry_locked(impl, t);
+    idle.collect_locked();
   }
 
   // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
@@ -298,24 +289,34 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) {
+    idle_work idle(*this);
     std::lock_guard<std::mutex> lock(core_.mutex());
-    if (entry.next == nullptr) return false;
-    detail::wait_op* prev = nullptr;
-    detail::wait_ring& ring = detail::wait_ring::ring_of(entry, prev);
-    const bool was_due = ring.index_of(entry) < ring.due;
-    detail::wait_ring::unlink_after(*prev, entry);
-    if (was_due) {
-      --ring.due;
-    } else {
-      --ring.waiting;
-      waits_left_locked(timer_of(ring), 1);
-    }
-    return true;
+    const bool detached = detach_locked(entry) != unlinked::nothing;
+    idle.collect_locked();
+    return detached;
   }
+
 
  private:
   using wait_op = detail::wait_op;
   using heap_node = detail::heap_node;
+  using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
+
+  // Declared before the lock and the completions of a call that may end the last parked wait: collects the
+  // parked-work guard under the lock and drops it last, after the completions were posted.
+  class idle_work {
+   public:
+    explicit idle_work(basic_timer_service& s) noexcept : service_(s) {}
+    void collect_locked() noexcept {
+      if (!service_.idle_work_) return;
+      guard_.emplace(std::move(*service_.idle_work_));
+      service_.idle_work_.reset();
+    }
+
+   private:
+    basic_timer_service& service_;
+    std::optional<work_guard> guard_;
+  };
 
   // Waits taken out under the lock, completed after it is released, chained through wait_op::next.
   class wait_op_list {
@@ -415,10 +416,61 @@ class basic_timer_service : public asio::execution_context::service {
     heap_.rekey(impl.node, heap_.key_of(impl.node));
   }
 
+  // Heap slots held by waits: timers left in the heap without waits (see take_waits_locked) do not count,
+  // since they leave when they surface or when their next wait starts.
+  std::size_t slots_in_use_locked() const noexcept { return heap_.size() - lingering_; }
+
+  void move_expiry_locked(implementation_type& impl, const time_point& t) {
+    impl.expiry = t;
+    if (impl.ring.waiting == 0) return;  // placed when a wait starts
+    const std::size_t n = impl.ring.waiting;
+    if (t == time_point::max()) {
+      if (impl.node.parked()) return;
+      reserve_parked_one();
+      heap_.remove(impl.node);
+      heap_waits_ -= n;
+      park_locked(impl.node);
+      parked_waits_ += n;
+      update_driver_locked();
+      update_work_locked();
+    } else if (impl.node.parked()) {
+      heap_.reserve_one();
+      unpark_locked(impl.node);
+      parked_waits_ -= n;
+      impl.node.seq = impl.ring.first_waiting()->seq;
+      heap_.push(impl.node, t);
+      heap_waits_ += n;
+      update_work_locked();
+      update_driver_locked();
+    } else if (t < heap_.key_of(impl.node)) {
+      heap_.rekey(impl.node, t);
+      update_driver_locked();
+    }
+  }
+
+  enum class unlinked { nothing, due, waiting };
+
+  // Takes a wait out of whatever ring it is in, and says what it was: already gone, fired but not yet run,
+  // or still waiting. O(waits of its timer).
+  unlinked detach_locked(detail::wait_op& entry) {
+    if (entry.next == nullptr) return unlinked::nothing;
+    detail::wait_op* prev = nullptr;
+    detail::wait_ring& ring = detail::wait_ring::ring_of(entry, prev);
+    const bool was_due = ring.index_of(entry) < ring.due;
+    detail::wait_ring::unlink_after(*prev, entry);
+    if (was_due) {
+      --ring.due;
+      return unlinked::due;
+    }
+    --ring.waiting;
+    waits_left_locked(timer_of(ring), 1);
+    return unlinked::waiting;
+  }
+
   // A new wait would need a heap slot for the timer, and none is left.
   bool needs_slot_past_capacity_locked(const implementation_type& impl) const noexcept {
     return !impl.node.in_heap() && !impl.node.parked() && impl.expiry != time_point::max() &&
-           heap_.size() >= capacity_;
+           slots_in_use_locked() >= capacity_;
   }
 
   // Links a wait into a timer's ring and places the timer: parked at time_point::max(), else in the heap.
@@ -430,6 +482,7 @@ class basic_timer_service : public asio::execution_context::service {
       impl.ring.push_back(op);
       if (impl.node.in_heap()) {
         heap_.remove(impl.node);
+        --lingering_;
         update_driver_locked();
       }
       if (!impl.node.parked()) park_locked(impl.node);
@@ -446,6 +499,7 @@ class basic_timer_service : public asio::execution_context::service {
     if (!first) return;
     impl.node.seq = op.seq;
     if (impl.node.in_heap()) {
+      --lingering_;
       // Left in the heap by an earlier wait: keep a key that is earlier than the expiry (it will be re-keyed
       // when it surfaces), or move it up now; either way re-sift for the new sequence number.
       const time_point key = heap_.key_of(impl.node);
@@ -478,7 +532,7 @@ class basic_timer_service : public asio::execution_context::service {
       update_work_locked();
       return;
     }
-    if (heap_.size() >= capacity_) {
+    if (slots_in_use_locked() >= capacity_) {
       lock.unlock();
       op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
       return;
@@ -490,11 +544,13 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   std::size_t cancel_some(implementation_type& impl, std::size_t limit) {
+    idle_work idle(*this);
     wait_op_list aborted;
     std::size_t n;
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
       n = take_waits_locked(impl, limit, aborted);
+      idle.collect_locked();
     }
     aborted.post_all(core_);
     return n;
@@ -523,7 +579,10 @@ class basic_timer_service : public asio::execution_context::service {
   void waits_left_locked(implementation_type& impl, std::size_t n) {
     if (impl.node.in_heap()) {
       heap_waits_ -= n;
-      if (impl.ring.waiting > 0) resequence_locked(impl);
+      if (impl.ring.waiting > 0)
+        resequence_locked(impl);
+      else
+        ++lingering_;
       update_driver_locked();
     } else if (impl.node.parked()) {
       parked_waits_ -= n;
@@ -533,27 +592,25 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   void cancel_wait(wait_op& op) {
+    idle_work idle(*this);
+    unlinked result;
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
-      if (op.next == nullptr) return;  // already fired, or cancelled
-      wait_op* prev = nullptr;
-      detail::wait_ring& ring = detail::wait_ring::ring_of(op, prev);
-      const bool was_due = ring.index_of(op) < ring.due;
-      detail::wait_ring::unlink_after(*prev, op);
-      if (was_due) {
-        --ring.due;  // its runner will report it aborted
-        return;
-      }
-      --ring.waiting;
-      waits_left_locked(timer_of(ring), 1);
+      result = detach_locked(op);
+      idle.collect_locked();
     }
-    op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+    // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
+    if (result == unlinked::waiting)
+      op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
   }
 
   void cancel_sleep(detail::sleep_op_base& op) {
+    idle_work idle(*this);
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
-      if (!unschedule_locked(op)) return;  // already fired
+      const bool removed = unschedule_locked(op);
+      idle.collect_locked();
+      if (!removed) return;  // already fired
     }
     op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
   }
@@ -599,10 +656,14 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   void update_work_locked() {
-    if (parked_waits_ > 0 && !parked_work_)
+    if (parked_waits_ > 0 && !parked_work_) {
       parked_work_.emplace(core_.context().get_executor());
-    else if (parked_waits_ == 0 && parked_work_)
+    } else if (parked_waits_ == 0 && parked_work_) {
+      // Let go only once the caller has posted its completions (see idle_work): were the work count to
+      // reach zero first, the context would stop with the aborted completion still queued.
+      idle_work_.emplace(std::move(*parked_work_));
       parked_work_.reset();
+    }
   }
 
   // The driver is armed exactly while some wait sits in the heap, at or before the top's key. It is re-armed
@@ -663,6 +724,7 @@ class basic_timer_service : public asio::execution_context::service {
       implementation_type& t = *implementation_type::from_node(&n);
       if (t.ring.waiting == 0) {  // left behind by a cancel or reset
         heap_.remove(n);
+        --lingering_;
         continue;
       }
       if (top.key < t.expiry) {  // extended lazily: re-key now that it surfaced
@@ -705,6 +767,7 @@ class basic_timer_service : public asio::execution_context::service {
       parked_.clear();
       heap_waits_ = 0;
       parked_waits_ = 0;
+      lingering_ = 0;
       parked_work_.reset();
       armed_at_ = time_point::max();
       ++driver_generation_;
@@ -718,11 +781,13 @@ class basic_timer_service : public asio::execution_context::service {
   std::vector<heap_node*> parked_;
   std::size_t heap_waits_ = 0;    // waits whose timer or sleep is in the heap
   std::size_t parked_waits_ = 0;  // waits parked at time_point::max()
+  std::size_t lingering_ = 0;     // timers left in the heap with no waits
   std::size_t capacity_ = heap_node::max_position;
   std::uint32_t next_seq_ = 0;
   bool shut_down_ = false;
   bool firing_ = false;  // the driver is running a batch: it re-arms when the batch ends
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> parked_work_;
+  std::optional<work_guard> parked_work_;  // held while waits are parked
+  std::optional<work_guard> idle_work_;    // no longer needed; dropped by the caller after its posts
   asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed
   std::uint64_t driver_generation_ = 0;

@@ -76,10 +76,27 @@ struct run_on_executor {
     asio::dispatch(executor, asio::append(std::move(h), ec));
   }
 
+  // Queued on the service's context first, then dispatched, as Asio's own operations do: posting straight
+  // to the handler's executor would run a system_executor or use_future handler on Asio's hidden thread
+  // pool instead of inside the context's run().
   template <typename Handler>
-  void post(Handler& h, service_core&, const error_code& ec) {
-    asio::post(executor, asio::append(std::move(h), ec));
+  void post(Handler& h, service_core& core, const error_code& ec) {
+    asio::post(core.context().get_executor(),
+               dispatch_later<Handler>{std::move(executor), std::move(h), ec});
   }
+
+ private:
+  template <typename Handler>
+  struct dispatch_later {
+    using allocator_type = asio::associated_allocator_t<Handler>;
+
+    WorkExecutor executor;
+    Handler handler;
+    error_code ec;
+
+    allocator_type get_allocator() const noexcept { return asio::get_associated_allocator(handler); }
+    void operator()() { asio::dispatch(executor, asio::append(std::move(handler), ec)); }
+  };
 };
 
 // Releases the operation before the upcall, so that the handler may start its next wait in the same memory,
