@@ -1,0 +1,29 @@
+# Compiler flags shared by every target of the tock build.
+
+# tock_sanitize(<list>): compile and link everything defined after this call with the
+# given sanitizers ("address,undefined" or "thread"); an empty list does nothing.
+function(tock_sanitize sanitizers)
+  if(sanitizers STREQUAL "")
+    return()
+  endif()
+  if(NOT sanitizers MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
+    message(FATAL_ERROR "TOCK_SANITIZE='${sanitizers}': use address,undefined or thread")
+  endif()
+  set(flags "-fsanitize=${sanitizers}" -fno-omit-frame-pointer -g)
+  if(sanitizers MATCHES "undefined")
+    list(APPEND flags -fno-sanitize-recover=all) # a UBSan report fails the test
+  endif()
+  add_compile_options(${flags})
+  add_link_options(${flags})
+  if(sanitizers STREQUAL "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC 12 warns that TSan does not model the atomic_thread_fence inside Asio's fenced_block;
+    # Asio's handler queues are mutex-protected, so the warning is noise that -Werror would make fatal.
+    add_compile_options(-Wno-tsan)
+  endif()
+endfunction()
+
+# tock_target_warnings(<target>): the project's warning level, for its own targets only
+# (consumers of the installed package do not inherit it).
+function(tock_target_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra $<$<BOOL:${TOCK_WERROR}>:-Werror>)
+endfunction()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Build tock in Release (build/release) and run the examples: sleep and attach, then the line-echo server
+# under load: the server in the background on 127.0.0.1 (an ephemeral port), the load generator against it
+# (2,600 connections of four kinds for 3 s, with short server limits), then SIGINT to the server, which
+# prints its counters as it exits. Running takes about 5 s once built.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/deps.sh
+ensure_packages "${TOCK_PACKAGES[@]}"
+
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release
+cmake --build build/release -j"$(nproc)" --target sleep attach server loadgen
+for example in sleep attach; do
+    echo "== examples/$example"
+    "build/release/examples/$example"
+done
+
+echo "== examples/server + examples/loadgen"
+server_args=(--idle-ms 1000 --request-ms 1500 --write-ms 1000)
+loadgen_args=(--active 1000 --idle 1000 --slowloris 500 --nonreading 100 --duration-ms 3000 --interval-ms 200)
+server_out=$(mktemp)
+server_pid=
+cleanup() {
+    if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; fi
+    rm -f "$server_out"
+}
+trap cleanup EXIT
+
+echo "\$ server ${server_args[*]} &"
+build/release/examples/server "${server_args[@]}" >"$server_out" &
+server_pid=$!
+port=
+for _ in $(seq 100); do # up to 10 s for the first line
+    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$server_out")
+    [[ -n $port ]] && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+done
+if [[ -z $port ]]; then
+    echo "the server did not start" >&2
+    cat "$server_out" >&2
+    exit 1
+fi
+head -n 1 "$server_out"
+
+echo "\$ loadgen 127.0.0.1:$port ${loadgen_args[*]}"
+loadgen_status=0
+timeout 30 build/release/examples/loadgen "127.0.0.1:$port" "${loadgen_args[@]}" || loadgen_status=$?
+
+echo "\$ kill -INT $server_pid"
+kill -INT "$server_pid"
+server_status=0
+wait "$server_pid" || server_status=$?
+server_pid=
+tail -n +2 "$server_out"
+echo "loadgen exit status $loadgen_status, server exit status $server_status"
+[[ $loadgen_status -eq 0 && $server_status -eq 0 ]]

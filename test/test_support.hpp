@@ -1,0 +1,88 @@
+// test/test_support.hpp: small helpers shared by the test files. Header-only; no Boost.Test macros here.
+#ifndef TOCK_TEST_SUPPORT_HPP
+#define TOCK_TEST_SUPPORT_HPP
+
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+
+namespace tock_test {
+
+namespace asio = boost::asio;
+using error_code = boost::system::error_code;
+using steady_clock = std::chrono::steady_clock;
+
+// Runs `ctx` until it runs out of work, but for no longer than `limit`. True if it ran out of work, false
+// if it still had work when the limit passed (a wait that should have completed, or been aborted, did not).
+// A test asserts on the result instead of hanging.
+inline bool run_until_idle(asio::io_context& ctx, steady_clock::duration limit = std::chrono::seconds(5)) {
+  ctx.run_for(limit);
+  return ctx.stopped();
+}
+
+// What a completion handler made by record() saw: how often it ran, with which code, and when.
+struct completion {
+  int calls = 0;
+  error_code ec;
+  steady_clock::time_point at{};
+};
+
+// A void(error_code) handler that writes into `c`, which must outlive it.
+inline auto record(completion& c) {
+  return [&c](const error_code& ec) {
+    ++c.calls;
+    c.ec = ec;
+    c.at = steady_clock::now();
+  };
+}
+
+// The tallies of a counting_allocator (shared by all its copies and rebinds). Thread-safe.
+struct allocation_counts {
+  std::atomic<std::size_t> allocations{0};
+  std::atomic<std::size_t> deallocations{0};
+  std::atomic<std::ptrdiff_t> live_bytes{0};
+};
+
+// A std::allocator that counts what goes through it into an allocation_counts, which must outlive it.
+// Copies and rebinds share the counts and compare equal.
+template <typename T>
+class counting_allocator {
+ public:
+  using value_type = T;
+
+  explicit counting_allocator(allocation_counts& counts) noexcept : counts_(&counts) {}
+
+  template <typename U>
+  counting_allocator(const counting_allocator<U>& other) noexcept : counts_(other.counts()) {}
+
+  T* allocate(std::size_t n) {
+    T* p = std::allocator<T>().allocate(n);
+    counts_->allocations.fetch_add(1);
+    counts_->live_bytes.fetch_add(static_cast<std::ptrdiff_t>(n * sizeof(T)));
+    return p;
+  }
+
+  void deallocate(T* p, std::size_t n) noexcept {
+    counts_->deallocations.fetch_add(1);
+    counts_->live_bytes.fetch_sub(static_cast<std::ptrdiff_t>(n * sizeof(T)));
+    std::allocator<T>().deallocate(p, n);
+  }
+
+  allocation_counts* counts() const noexcept { return counts_; }
+
+  template <typename U>
+  bool operator==(const counting_allocator<U>& other) const noexcept {
+    return counts_ == other.counts();
+  }
+
+ private:
+  allocation_counts* counts_;
+};
+
+}  // namespace tock_test
+
+#endif
