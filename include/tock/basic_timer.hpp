@@ -51,7 +51,7 @@ class basic_timer {
   explicit basic_timer(ExecutionContext& ctx) : basic_timer(executor_type(ctx.get_executor())) {}
 
   // A timer that expires at `t`.
-  basic_timer(const executor_type& ex, const time_point& t) : basic_timer(ex) { impl_.expiry = t; }
+  basic_timer(const executor_type& ex, const time_point& t) : basic_timer(ex) { impl_.set_expiry(t); }
 
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
@@ -61,7 +61,7 @@ class basic_timer {
   // instead of overflowing on its way to Clock::duration; a negative `d` is already due.
   template <typename Rep, typename Period>
   basic_timer(const executor_type& ex, const std::chrono::duration<Rep, Period>& d) : basic_timer(ex) {
-    impl_.expiry = detail::saturating_add(Clock::now(), d);
+    impl_.set_expiry(detail::saturating_add(Clock::now(), d));
   }
 
   template <typename ExecutionContext, typename Rep, typename Period,

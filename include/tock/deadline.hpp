@@ -41,7 +41,7 @@ class basic_deadline {
 
   // A deadline at time_point::max() (never) on `ex`'s io_context.
   explicit basic_deadline(const executor_type& ex) : service_(&service_type::of(ex)), executor_(ex) {
-    impl_.expiry = time_point::max();
+    impl_.set_expiry(time_point::max());
   }
 
   template <typename ExecutionContext,

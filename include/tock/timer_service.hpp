@@ -22,6 +22,7 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/wait_traits.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -100,9 +101,11 @@ class basic_timer_service : public asio::execution_context::service {
         const auto& t = *implementation_type::from_node(const_cast<detail::heap_node*>(n));
         // A timer with waits is keyed no later than its expiry; one without waits may linger with any key
         // until it surfaces (its next wait re-keys it).
-        if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry || t.expiry == time_point::max())) return false;
+        if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry() || t.expiry() == time_point::max())) return false;
         in_heap += t.ring.waiting;
         lingering += t.ring.waiting == 0;
+        const time_point floor = t.lazy_floor.load(std::memory_order_relaxed);
+        if (floor != (t.ring.waiting > 0 ? heap_.at(i).key : time_point::max())) return false;
       }
     }
     std::size_t parked = 0;
@@ -132,6 +135,7 @@ class basic_timer_service : public asio::execution_context::service {
         heap_.remove(impl.node);
         --lingering_;
       }
+      refresh_floor_locked(impl);
       idle.collect_locked();
     }
     aborted.post_all(core_);
@@ -140,7 +144,9 @@ class basic_timer_service : public asio::execution_context::service {
   // Moves `from`'s expiry and waits to `to`, which holds nothing yet. O(waits of the timer).
   void move_construct(implementation_type& to, implementation_type& from) noexcept {
     std::lock_guard<std::mutex> lock(core_.mutex());
-    to.expiry = from.expiry;
+    to.set_expiry(from.expiry());
+    to.lazy_floor.store(from.lazy_floor.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    from.lazy_floor.store(time_point::max(), std::memory_order_relaxed);
     to.ring.take_from(from.ring);
     to.node.seq = from.node.seq;
     to.node.position = from.node.position;
@@ -151,7 +157,7 @@ class basic_timer_service : public asio::execution_context::service {
     from.node.position = detail::heap_node::nowhere;
   }
 
-  time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry; }
+  time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry(); }
 
   // Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
   // expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
@@ -163,7 +169,7 @@ class basic_timer_service : public asio::execution_context::service {
     {
       std::lock_guard<std::mutex> lock(core_.mutex());
       n = take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
-      impl.expiry = t;
+      impl.set_expiry(t);
       idle.collect_locked();
     }
     aborted.post_all(core_);
@@ -179,8 +185,8 @@ class basic_timer_service : public asio::execution_context::service {
   // Blocks the calling thread until the expiry has passed.
   void wait(implementation_type& impl, error_code& ec) {
     time_point now = Clock::now();
-    while (now < impl.expiry) {
-      std::this_thread::sleep_for(WaitTraits::to_wait_duration(impl.expiry - now));
+    while (now < impl.expiry()) {
+      std::this_thread::sleep_for(WaitTraits::to_wait_duration(impl.expiry() - now));
       now = Clock::now();
     }
     ec = error_code();
@@ -271,6 +277,7 @@ class basic_timer_service : public asio::execution_context::service {
   // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1) (the
   // timer is re-keyed when its old key surfaces); an earlier one is O(log N).
   void move_expiry(implementation_type& impl, const time_point& t) {
+    if (impl.try_move_later(t)) return;  // the common idle-timeout push: no lock, no heap
     idle_work idle(*this);
     std::lock_guard<std::mutex> lock(core_.mutex());
     move_expiry_locked(impl, t);
@@ -416,13 +423,24 @@ class basic_timer_service : public asio::execution_context::service {
     heap_.rekey(impl.node, heap_.key_of(impl.node));
   }
 
+  // Keeps timer_node::lazy_floor true: the heap key while the timer waits in the heap, else never.
+  void refresh_floor_locked(implementation_type& impl) noexcept {
+    const bool lazy = impl.node.in_heap() && impl.ring.waiting > 0;
+    impl.lazy_floor.store(lazy ? heap_.key_of(impl.node) : time_point::max(), std::memory_order_relaxed);
+  }
+
   // Heap slots held by waits: timers left in the heap without waits (see take_waits_locked) do not count,
   // since they leave when they surface or when their next wait starts.
   std::size_t slots_in_use_locked() const noexcept { return heap_.size() - lingering_; }
 
   void move_expiry_locked(implementation_type& impl, const time_point& t) {
-    impl.expiry = t;
+    impl.set_expiry(t);
     if (impl.ring.waiting == 0) return;  // placed when a wait starts
+    struct refresh_on_exit {
+      basic_timer_service& service;
+      implementation_type& impl;
+      ~refresh_on_exit() { service.refresh_floor_locked(impl); }
+    } refresh{*this, impl};
     const std::size_t n = impl.ring.waiting;
     if (t == time_point::max()) {
       if (impl.node.parked()) return;
@@ -469,14 +487,14 @@ class basic_timer_service : public asio::execution_context::service {
 
   // A new wait would need a heap slot for the timer, and none is left.
   bool needs_slot_past_capacity_locked(const implementation_type& impl) const noexcept {
-    return !impl.node.in_heap() && !impl.node.parked() && impl.expiry != time_point::max() &&
+    return !impl.node.in_heap() && !impl.node.parked() && impl.expiry() != time_point::max() &&
            slots_in_use_locked() >= capacity_;
   }
 
   // Links a wait into a timer's ring and places the timer: parked at time_point::max(), else in the heap.
   // Throws only before anything changed.
   void link_wait_locked(implementation_type& impl, wait_op& op) {
-    if (impl.expiry == time_point::max()) {
+    if (impl.expiry() == time_point::max()) {
       reserve_parked_one();
       op.seq = next_seq_++;
       impl.ring.push_back(op);
@@ -487,6 +505,7 @@ class basic_timer_service : public asio::execution_context::service {
       }
       if (!impl.node.parked()) park_locked(impl.node);
       ++parked_waits_;
+      refresh_floor_locked(impl);
       update_work_locked();
       return;
     }
@@ -503,10 +522,11 @@ class basic_timer_service : public asio::execution_context::service {
       // Left in the heap by an earlier wait: keep a key that is earlier than the expiry (it will be re-keyed
       // when it surfaces), or move it up now; either way re-sift for the new sequence number.
       const time_point key = heap_.key_of(impl.node);
-      heap_.rekey(impl.node, impl.expiry < key ? impl.expiry : key);
+      heap_.rekey(impl.node, impl.expiry() < key ? impl.expiry() : key);
     } else {
-      heap_.push(impl.node, impl.expiry);
+      heap_.push(impl.node, impl.expiry());
     }
+    refresh_floor_locked(impl);
     update_driver_locked();
   }
 
@@ -579,10 +599,12 @@ class basic_timer_service : public asio::execution_context::service {
   void waits_left_locked(implementation_type& impl, std::size_t n) {
     if (impl.node.in_heap()) {
       heap_waits_ -= n;
-      if (impl.ring.waiting > 0)
+      if (impl.ring.waiting > 0) {
         resequence_locked(impl);
-      else
+      } else {
         ++lingering_;
+        refresh_floor_locked(impl);
+      }
       update_driver_locked();
     } else if (impl.node.parked()) {
       parked_waits_ -= n;
@@ -727,17 +749,20 @@ class basic_timer_service : public asio::execution_context::service {
         --lingering_;
         continue;
       }
-      if (top.key < t.expiry) {  // extended lazily: re-key now that it surfaced
-        heap_.rekey(n, t.expiry);
+      if (const time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
+        heap_.rekey(n, expiry);
+        refresh_floor_locked(t);
         continue;
       }
       wait_op& op = t.ring.fire_first();
       --heap_waits_;
       --budget;
-      if (t.ring.waiting == 0)
+      if (t.ring.waiting == 0) {
         heap_.remove(n);
-      else
+        refresh_floor_locked(t);
+      } else {
         resequence_locked(t);
+      }
       lock.unlock();
       op.complete(&op, core_, detail::op_action::invoke, error_code());
       lock.lock();
@@ -759,7 +784,9 @@ class basic_timer_service : public asio::execution_context::service {
           return;
         }
         // Fired waits stay: their runners, queued on other executors, own them.
-        detail::wait_ring& ring = implementation_type::from_node(&n)->ring;
+        implementation_type& t = *implementation_type::from_node(&n);
+        t.lazy_floor.store(time_point::max(), std::memory_order_relaxed);
+        detail::wait_ring& ring = t.ring;
         while (ring.waiting > 0) waits.push_back(&ring.take_first_waiting());
       };
       heap_.drain(collect);

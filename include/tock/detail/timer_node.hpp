@@ -5,17 +5,35 @@
 #include <tock/detail/deadline_heap.hpp>
 #include <tock/detail/wait_op.hpp>
 
+#include <atomic>
+
 namespace tock::detail {
 
 // A timer's entry in its service: one heap slot however many waits it has, the ring of those waits, and its
-// expiry. The heap key may be earlier than `expiry` (a lazy extension); it is never later.
+// expiry. The heap key may be earlier than the expiry (a lazy extension); it is never later.
+//
+// The expiry and the `lazy_floor` are atomics so that a deadline can be moved later without the service's
+// lock: while the timer sits in the heap with waits, `lazy_floor` is its heap key, and any new expiry at or
+// after it needs nothing but the store (the driver re-keys when the old key surfaces). Otherwise the floor is
+// time_point::max() and moves take the locked path. Both are written under the lock except that store.
 template <typename TimePoint>
 struct timer_node {
   heap_node node;  // first member: a heap_node* of a timer converts back with from_node()
   wait_ring ring;
-  TimePoint expiry{};
+  std::atomic<TimePoint> expiry_{TimePoint()};
+  std::atomic<TimePoint> lazy_floor{TimePoint::max()};
 
   timer_node() noexcept { node.is_timer = 1; }
+
+  TimePoint expiry() const noexcept { return expiry_.load(std::memory_order_relaxed); }
+  void set_expiry(const TimePoint& t) noexcept { expiry_.store(t, std::memory_order_relaxed); }
+
+  // The lock-free move: true if `t` could be stored without touching the heap.
+  bool try_move_later(const TimePoint& t) noexcept {
+    if (t == TimePoint::max() || t < lazy_floor.load(std::memory_order_relaxed)) return false;
+    set_expiry(t);
+    return true;
+  }
   timer_node(const timer_node&) = delete;
   timer_node& operator=(const timer_node&) = delete;
 
