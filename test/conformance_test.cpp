@@ -122,6 +122,22 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_on_an_expired_timer_completes_with_success,
   check_service_idle<Timer>(ctx);
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(an_lvalue_handler_is_copied_and_stays_usable, Timer, timer_types) {
+  asio::io_context ctx;
+  completion first, second;
+  Timer timer(ctx, 1ms);
+  auto handler = record(first);
+  const auto const_handler = record(second);
+  timer.async_wait(handler);
+  timer.async_wait(const_handler);
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(first.calls == 1);
+  BOOST_TEST(second.calls == 1);
+  handler(error_code());  // the caller's copy is left intact
+  BOOST_TEST(first.calls == 2);
+  check_service_idle<Timer>(ctx);
+}
+
 // --- Aborted waits ----------------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_aborts_every_pending_wait, Timer, timer_types) {

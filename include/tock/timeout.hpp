@@ -17,27 +17,33 @@
 namespace tock {
 
 // The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline.
+namespace detail {
+
+// When a timed operation's deadline is: `after` its initiation, or `at` a fixed time.
+struct timeout_spec {
+  std::optional<std::chrono::steady_clock::duration> after;
+  std::chrono::steady_clock::time_point at;
+  asio::cancellation_type type;
+
+  std::chrono::steady_clock::time_point deadline() const {
+    return after ? saturating_add(std::chrono::steady_clock::now(), *after) : at;
+  }
+};
+
+}  // namespace detail
+
+// The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline.
 template <typename Token>
 class timeout_t {
  public:
-  using clock_type = std::chrono::steady_clock;
+  timeout_t(Token token, const detail::timeout_spec& spec) : token_(std::move(token)), spec_(spec) {}
 
-  timeout_t(Token token, std::optional<clock_type::duration> after, clock_type::time_point at,
-            asio::cancellation_type type)
-      : token_(std::move(token)), after_(after), at_(at), type_(type) {}
-
-  // The deadline of an operation initiated now (a relative timeout counts from the initiation).
-  clock_type::time_point deadline() const {
-    return after_ ? detail::saturating_add(clock_type::now(), *after_) : at_;
-  }
-  asio::cancellation_type type() const noexcept { return type_; }
   Token& token() noexcept { return token_; }
+  const detail::timeout_spec& spec() const noexcept { return spec_; }
 
  private:
   Token token_;
-  std::optional<clock_type::duration> after_;
-  clock_type::time_point at_;
-  asio::cancellation_type type_;
+  detail::timeout_spec spec_;
 };
 
 // Ties an operation to a deadline `d` after its initiation: if the deadline passes first, a cancellation of
@@ -50,7 +56,8 @@ template <typename Token, typename Rep, typename Period>
 timeout_t<std::decay_t<Token>> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,
                                        asio::cancellation_type type = asio::cancellation_type::terminal) {
   using duration = std::chrono::steady_clock::duration;
-  return timeout_t<std::decay_t<Token>>(std::forward<Token>(token), detail::saturating_cast<duration>(d), {}, type);
+  return timeout_t<std::decay_t<Token>>(std::forward<Token>(token),
+                                        detail::timeout_spec{detail::saturating_cast<duration>(d), {}, type});
 }
 
 // The same with an absolute deadline.
@@ -59,30 +66,29 @@ timeout_t<std::decay_t<Token>> timeout_at(const std::chrono::time_point<std::chr
                                           Token&& token,
                                           asio::cancellation_type type = asio::cancellation_type::terminal) {
   using time_point = std::chrono::steady_clock::time_point;
-  return timeout_t<std::decay_t<Token>>(
-      std::forward<Token>(token), std::nullopt,
-      time_point(detail::saturating_cast<time_point::duration>(t.time_since_epoch())), type);
+  const time_point at(detail::saturating_cast<time_point::duration>(t.time_since_epoch()));
+  return timeout_t<std::decay_t<Token>>(std::forward<Token>(token), detail::timeout_spec{std::nullopt, at, type});
 }
 
 namespace detail {
 
+// Computes the deadline when the operation is really initiated (with asio::deferred, that is when the
+// deferred operation is invoked, not when the token was made).
 class timeout_registrar {
  public:
   using link_type = sleep_op_base;
 
-  timeout_registrar(std::chrono::steady_clock::time_point at, asio::cancellation_type type) noexcept
-      : at_(at), type_(type) {}
+  explicit timeout_registrar(const timeout_spec& spec) noexcept : spec_(spec) {}
 
   template <typename Executor>
   timer_service& service_for(const Executor& ex) const {
     return timer_service::of(ex);
   }
-  error_code add(timer_service& s, sleep_op_base& entry) const { return s.schedule(entry, at_); }
-  asio::cancellation_type type() const noexcept { return type_; }
+  error_code add(timer_service& s, sleep_op_base& entry) const { return s.schedule(entry, spec_.deadline()); }
+  asio::cancellation_type type() const noexcept { return spec_.type; }
 
  private:
-  std::chrono::steady_clock::time_point at_;
-  asio::cancellation_type type_;
+  timeout_spec spec_;
 };
 
 }  // namespace detail
@@ -100,8 +106,7 @@ struct boost::asio::async_result<tock::timeout_t<Token>, Signature, Signatures..
       -> decltype(boost::asio::async_initiate<Token, Signature, Signatures...>(
           std::declval<wrapped<Initiation>>(), std::declval<Token&>(), std::declval<Args>()...)) {
     return boost::asio::async_initiate<Token, Signature, Signatures...>(
-        wrapped<Initiation>(std::forward<Initiation>(init),
-                            tock::detail::timeout_registrar(token.deadline(), token.type())),
+        wrapped<Initiation>(std::forward<Initiation>(init), tock::detail::timeout_registrar(token.spec())),
         token.token(), std::forward<Args>(args)...);
   }
 };

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -56,7 +57,9 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Called by asio::use_service<basic_timer_service>(io_context&).
   explicit basic_timer_service(asio::io_context& ctx)
-      : asio::execution_context::service(ctx), core_(ctx), driver_(ctx.get_executor()) {}
+      : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)), driver_(ctx.get_executor()) {}
+
+  ~basic_timer_service() override { detail::service_epoch.fetch_add(1, std::memory_order_acq_rel); }
 
   basic_timer_service(const basic_timer_service&) = delete;
   basic_timer_service& operator=(const basic_timer_service&) = delete;
@@ -65,31 +68,48 @@ class basic_timer_service : public asio::execution_context::service {
   // context's service registry. Throws std::invalid_argument if `ex` does not run on an io_context.
   template <typename Executor>
   static basic_timer_service& of(const Executor& ex) {
-    return asio::use_service<basic_timer_service>(detail::io_context_of(ex));
+    return of_context(detail::io_context_of(ex));
+  }
+
+  // The same for a context. After the first call on a thread, O(1) and lock-free while the same context is
+  // used: a one-entry thread-local cache, invalidated whenever any timer service is destroyed (so a new
+  // context at a dead one's address is never mistaken for it).
+  static basic_timer_service& of_context(asio::io_context& ctx) {
+    struct cache_entry {
+      asio::io_context* context;
+      basic_timer_service* service;
+      std::uint64_t epoch;
+    };
+    static thread_local cache_entry last{nullptr, nullptr, 0};
+    const std::uint64_t epoch = detail::service_epoch.load(std::memory_order_acquire);
+    if (last.context == &ctx && last.epoch == epoch) return *last.service;
+    basic_timer_service& service = asio::use_service<basic_timer_service>(ctx);
+    last = cache_entry{&ctx, &service, epoch};
+    return service;
   }
 
   // Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).
   std::size_t pending() const {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     return heap_waits_ + parked_waits_;
   }
 
   // The most heap slots (timers with waits, plus sleeps) the service holds; a wait past it completes with
   // tock::error::capacity_exceeded. O(1).
   std::size_t capacity() const {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     return capacity_;
   }
 
   // Sets capacity(), clamped to what the heap can index. Waits already pending are kept. O(1).
   void set_capacity(std::size_t n) {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     capacity_ = n < detail::heap_node::max_position ? n : detail::heap_node::max_position;
   }
 
   // Checks the heap and the accounting against each other, for tests. O(N).
   bool invariants_hold() const {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     if (!heap_.valid()) return false;
     std::size_t in_heap = 0;
     std::size_t lingering = 0;
@@ -129,7 +149,7 @@ class basic_timer_service : public asio::execution_context::service {
     idle_work idle(*this);
     wait_op_list aborted;
     {
-      std::lock_guard<std::mutex> lock(core_.mutex());
+      std::lock_guard<std::mutex> lock(core_->mutex());
       take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
       if (impl.node.in_heap()) {
         heap_.remove(impl.node);
@@ -138,12 +158,12 @@ class basic_timer_service : public asio::execution_context::service {
       refresh_floor_locked(impl);
       idle.collect_locked();
     }
-    aborted.post_all(core_);
+    aborted.post_all(*core_);
   }
 
   // Moves `from`'s expiry and waits to `to`, which holds nothing yet. O(waits of the timer).
   void move_construct(implementation_type& to, implementation_type& from) noexcept {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     to.set_expiry(from.expiry());
     to.lazy_floor.store(from.lazy_floor.load(std::memory_order_relaxed), std::memory_order_relaxed);
     from.lazy_floor.store(time_point::max(), std::memory_order_relaxed);
@@ -167,12 +187,12 @@ class basic_timer_service : public asio::execution_context::service {
     wait_op_list aborted;
     std::size_t n;
     {
-      std::lock_guard<std::mutex> lock(core_.mutex());
+      std::lock_guard<std::mutex> lock(core_->mutex());
       n = take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
       impl.set_expiry(t);
       idle.collect_locked();
     }
-    aborted.post_all(core_);
+    aborted.post_all(*core_);
     return n;
   }
 
@@ -231,10 +251,10 @@ class basic_timer_service : public asio::execution_context::service {
   template <typename Executor>
   bool runs_in_context(const Executor& ex) const noexcept {
     if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
-      return &ex.context() == &core_.context();
+      return &ex.context() == &core_->context();
     } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       const auto* io = ex.template target<asio::io_context::executor_type>();
-      return io != nullptr && &io->context() == &core_.context();
+      return io != nullptr && &io->context() == &core_->context();
     } else {
       return false;
     }
@@ -247,7 +267,7 @@ class basic_timer_service : public asio::execution_context::service {
   // context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when it
   // could not be scheduled, in which case it will never be called.
   error_code schedule(detail::sleep_op_base& entry, const time_point& t) {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (t == time_point::max()) {
       reserve_parked_one();
@@ -268,7 +288,7 @@ class basic_timer_service : public asio::execution_context::service {
   // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
   bool unschedule(detail::sleep_op_base& entry) {
     idle_work idle(*this);
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     const bool removed = unschedule_locked(entry);
     idle.collect_locked();
     return removed;
@@ -279,7 +299,7 @@ class basic_timer_service : public asio::execution_context::service {
   void move_expiry(implementation_type& impl, const time_point& t) {
     if (impl.try_move_later(t)) return;  // the common idle-timeout push: no lock, no heap
     idle_work idle(*this);
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     move_expiry_locked(impl, t);
     idle.collect_locked();
   }
@@ -287,7 +307,7 @@ class basic_timer_service : public asio::execution_context::service {
   // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
   // (op_action::post) unless detached first. Same errors as schedule().
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (needs_slot_past_capacity_locked(impl)) return make_error_code(error::capacity_exceeded);
     link_wait_locked(impl, entry);
@@ -297,7 +317,7 @@ class basic_timer_service : public asio::execution_context::service {
   // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) {
     idle_work idle(*this);
-    std::lock_guard<std::mutex> lock(core_.mutex());
+    std::lock_guard<std::mutex> lock(core_->mutex());
     const bool detached = detach_locked(entry) != unlinked::nothing;
     idle.collect_locked();
     return detached;
@@ -394,11 +414,11 @@ class basic_timer_service : public asio::execution_context::service {
 
   template <typename Op>
   void start_wait(implementation_type& impl, Op* op) {
-    unstarted_op<detail::wait_op> guard{op, core_};
+    unstarted_op<detail::wait_op> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
     if (slot.is_connected()) slot.template emplace<wait_cancellation>(this, op);
 
-    std::unique_lock<std::mutex> lock(core_.mutex());
+    std::unique_lock<std::mutex> lock(core_->mutex());
     if (shut_down_) {
       lock.unlock();
       return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
@@ -406,7 +426,7 @@ class basic_timer_service : public asio::execution_context::service {
     if (needs_slot_past_capacity_locked(impl)) {
       guard.op = nullptr;
       lock.unlock();
-      op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      op->complete(op, *core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
       return;
     }
     link_wait_locked(impl, *op);
@@ -532,11 +552,11 @@ class basic_timer_service : public asio::execution_context::service {
 
   template <typename Op>
   void start_sleep(const time_point& t, Op* op) {
-    unstarted_op<detail::sleep_op_base> guard{op, core_};
+    unstarted_op<detail::sleep_op_base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
     if (slot.is_connected()) slot.template emplace<sleep_cancellation>(this, op);
 
-    std::unique_lock<std::mutex> lock(core_.mutex());
+    std::unique_lock<std::mutex> lock(core_->mutex());
     if (shut_down_) {
       lock.unlock();
       return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
@@ -554,7 +574,7 @@ class basic_timer_service : public asio::execution_context::service {
     }
     if (slots_in_use_locked() >= capacity_) {
       lock.unlock();
-      op->complete(op, core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      op->complete(op, *core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
       return;
     }
     op->node.seq = next_seq_++;
@@ -568,11 +588,11 @@ class basic_timer_service : public asio::execution_context::service {
     wait_op_list aborted;
     std::size_t n;
     {
-      std::lock_guard<std::mutex> lock(core_.mutex());
+      std::lock_guard<std::mutex> lock(core_->mutex());
       n = take_waits_locked(impl, limit, aborted);
       idle.collect_locked();
     }
-    aborted.post_all(core_);
+    aborted.post_all(*core_);
     return n;
   }
 
@@ -617,24 +637,24 @@ class basic_timer_service : public asio::execution_context::service {
     idle_work idle(*this);
     unlinked result;
     {
-      std::lock_guard<std::mutex> lock(core_.mutex());
+      std::lock_guard<std::mutex> lock(core_->mutex());
       result = detach_locked(op);
       idle.collect_locked();
     }
     // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
     if (result == unlinked::waiting)
-      op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+      op.complete(&op, *core_, detail::op_action::post, error_code(asio::error::operation_aborted));
   }
 
   void cancel_sleep(detail::sleep_op_base& op) {
     idle_work idle(*this);
     {
-      std::lock_guard<std::mutex> lock(core_.mutex());
+      std::lock_guard<std::mutex> lock(core_->mutex());
       const bool removed = unschedule_locked(op);
       idle.collect_locked();
       if (!removed) return;  // already fired
     }
-    op.complete(&op, core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+    op.complete(&op, *core_, detail::op_action::post, error_code(asio::error::operation_aborted));
   }
 
   bool unschedule_locked(detail::sleep_op_base& op) {
@@ -679,7 +699,7 @@ class basic_timer_service : public asio::execution_context::service {
 
   void update_work_locked() {
     if (parked_waits_ > 0 && !parked_work_) {
-      parked_work_.emplace(core_.context().get_executor());
+      parked_work_.emplace(core_->context().get_executor());
     } else if (parked_waits_ == 0 && parked_work_) {
       // Let go only once the caller has posted its completions (see idle_work): were the work count to
       // reach zero first, the context would stop with the aborted completion still queued.
@@ -690,11 +710,14 @@ class basic_timer_service : public asio::execution_context::service {
 
   // The driver is armed exactly while some wait sits in the heap, at or before the top's key. It is re-armed
   // only when the top becomes earlier than what it is armed for; a later top is found by waking early.
+  // During a batch nothing is armed: the batch re-arms once at its end (each arming is a timerfd_settime,
+  // and the superseded wait an extra completion).
   void update_driver_locked() {
+    if (firing_) return;
     if (heap_waits_ == 0) {
       if (armed_at_ != time_point::max()) {
         armed_at_ = time_point::max();
-        ++driver_generation_;
+        driver_generation_.fetch_add(1, std::memory_order_relaxed);
         driver_.cancel();  // so that run() can return once nothing is pending
       }
       return;
@@ -703,14 +726,16 @@ class basic_timer_service : public asio::execution_context::service {
     if (top < armed_at_) {
       armed_at_ = top;
       driver_.expires_at(top);
-      driver_.async_wait(driver_handler{this, ++driver_generation_});
+      driver_.async_wait(driver_handler{this, driver_generation_.fetch_add(1, std::memory_order_relaxed) + 1});
     }
   }
 
   // Fires every wait that is due, in deadline order, then re-arms for what is left.
   void on_driver_fired(std::uint64_t generation) {
-    std::unique_lock<std::mutex> lock(core_.mutex());
-    if (generation != driver_generation_ || shut_down_) return;  // superseded by a re-arm
+    // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock.
+    if (generation != driver_generation_.load(std::memory_order_relaxed)) return;
+    std::unique_lock<std::mutex> lock(core_->mutex());
+    if (generation != driver_generation_.load(std::memory_order_relaxed) || shut_down_) return;
     armed_at_ = time_point::max();
 
     // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do).
@@ -739,7 +764,7 @@ class basic_timer_service : public asio::execution_context::service {
         --heap_waits_;
         --budget;
         lock.unlock();
-        op->complete(op, core_, detail::op_action::invoke, error_code());
+        op->complete(op, *core_, detail::op_action::invoke, error_code());
         lock.lock();
         continue;
       }
@@ -764,7 +789,7 @@ class basic_timer_service : public asio::execution_context::service {
         resequence_locked(t);
       }
       lock.unlock();
-      op.complete(&op, core_, detail::op_action::invoke, error_code());
+      op.complete(&op, *core_, detail::op_action::invoke, error_code());
       lock.lock();
     }
   }
@@ -775,7 +800,7 @@ class basic_timer_service : public asio::execution_context::service {
     std::vector<detail::sleep_op_base*> sleeps;
     std::vector<wait_op*> waits;
     {
-      std::lock_guard<std::mutex> lock(core_.mutex());
+      std::lock_guard<std::mutex> lock(core_->mutex());
       shut_down_ = true;
       auto collect = [&](heap_node& n) {
         n.position = heap_node::nowhere;
@@ -797,13 +822,14 @@ class basic_timer_service : public asio::execution_context::service {
       lingering_ = 0;
       parked_work_.reset();
       armed_at_ = time_point::max();
-      ++driver_generation_;
+      driver_generation_.fetch_add(1, std::memory_order_relaxed);
     }
-    for (detail::sleep_op_base* op : sleeps) op->complete(op, core_, detail::op_action::destroy, error_code());
-    for (wait_op* op : waits) op->complete(op, core_, detail::op_action::destroy, error_code());
+    for (detail::sleep_op_base* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
+    for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::destroy, error_code());
   }
 
-  mutable detail::service_core core_;
+  // Shared with fired waits still queued on other executors, which may outlive the service.
+  std::shared_ptr<detail::service_core> core_;
   detail::deadline_heap<time_point> heap_;
   std::vector<heap_node*> parked_;
   std::size_t heap_waits_ = 0;    // waits whose timer or sleep is in the heap
@@ -817,7 +843,7 @@ class basic_timer_service : public asio::execution_context::service {
   std::optional<work_guard> idle_work_;    // no longer needed; dropped by the caller after its posts
   asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed
-  std::uint64_t driver_generation_ = 0;
+  std::atomic<std::uint64_t> driver_generation_{0};  // written under the lock; read first without it
 };
 
 template <typename Clock, typename WaitTraits>

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -38,17 +39,18 @@ class deadline_bound_op : public Link {
  public:
   using handler_type = Handler;
 
-  deadline_bound_op(Handler&& h, Service& service, const Executor& ex, bool runs_in_context,
-                    asio::cancellation_type type)
-      : Link(make_link()), handler_(std::move(h)), alloc_(handler_allocator(handler_)), service_(&service),
+  template <typename H>
+  deadline_bound_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, asio::cancellation_type type)
+      : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
         executor_(ex), runs_in_context_(runs_in_context), type_(type) {
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) user_slot.template emplace<forward_cancellation>(this);
   }
 
-  static deadline_bound_op* create(Handler&& h, Service& service, const Executor& ex, bool runs_in_context,
+  template <typename H>
+  static deadline_bound_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context,
                                    asio::cancellation_type type) {
-    return allocate_op<deadline_bound_op>(std::move(h), service, ex, runs_in_context, type);
+    return allocate_op<deadline_bound_op>(std::forward<H>(h), service, ex, runs_in_context, type);
   }
 
   asio::cancellation_slot operation_slot() noexcept { return signal_.slot(); }
@@ -151,16 +153,31 @@ class deadline_bound_op : public Link {
     std::allocator_traits<decltype(op_alloc)>::deallocate(op_alloc, this, 1);
   }
 
+  static void translate(bool timed_out, error_code& ec) noexcept {
+    if (timed_out && ec == asio::error::operation_aborted) ec = make_error_code(error::timed_out);
+  }
+
+  // The operation's error_code comes first, or first in a tuple (asio::as_tuple applied outside).
   template <typename H, typename First, typename... Rest>
   static void call(H& h, bool timed_out, First&& first, Rest&&... rest) {
-    if constexpr (std::is_convertible_v<First, error_code> && !std::is_same_v<std::decay_t<First>, bool>) {
+    using first_type = std::decay_t<First>;
+    if constexpr (std::is_same_v<first_type, error_code>) {
       error_code ec(first);
-      if (timed_out && ec == asio::error::operation_aborted) ec = make_error_code(error::timed_out);
+      translate(timed_out, ec);
       std::move(h)(ec, std::forward<Rest>(rest)...);
+    } else if constexpr (is_tuple_led_by_error_code<first_type>::value) {
+      first_type values(std::forward<First>(first));
+      translate(timed_out, std::get<0>(values));
+      std::move(h)(std::move(values), std::forward<Rest>(rest)...);
     } else {
       std::move(h)(std::forward<First>(first), std::forward<Rest>(rest)...);
     }
   }
+
+  template <typename T>
+  struct is_tuple_led_by_error_code : std::false_type {};
+  template <typename... T>
+  struct is_tuple_led_by_error_code<std::tuple<error_code, T...>> : std::true_type {};
 
   template <typename H>
   static void call(H& h, bool) {

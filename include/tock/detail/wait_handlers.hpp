@@ -126,7 +126,8 @@ inline finish_how finish_for(op_action a) noexcept {
 template <typename Handler, typename Target>
 class sleep_op : public sleep_op_base {
  public:
-  sleep_op(Handler&& h, Target t) : sleep_op_base(&do_complete), handler_(std::move(h)), target_(std::move(t)) {}
+  template <typename H>
+  sleep_op(H&& h, Target t) : sleep_op_base(&do_complete), handler_(std::forward<H>(h)), target_(std::move(t)) {}
 
   Handler& handler() noexcept { return handler_; }
 
@@ -143,13 +144,13 @@ class sleep_op : public sleep_op_base {
 
 // Runs a fired wait that completes on a foreign executor, once it gets there: only then is it decided
 // whether it fired or was cancelled in between. Destroyed unrun (its executor shut down), it destroys the
-// wait's handler.
+// wait's handler. Holds the service's core, which the timer's context may no longer have.
 template <typename Op>
 class fired_wait_runner {
  public:
-  fired_wait_runner(service_core& core, Op* op) noexcept : core_(&core), op_(op) {}
+  fired_wait_runner(service_core& core, Op* op) : core_(core.shared_from_this()), op_(op) {}
   fired_wait_runner(fired_wait_runner&& other) noexcept
-      : core_(other.core_), op_(std::exchange(other.op_, nullptr)) {}
+      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)) {}
   fired_wait_runner& operator=(fired_wait_runner&&) = delete;
 
   ~fired_wait_runner() {
@@ -166,15 +167,16 @@ class fired_wait_runner {
   }
 
  private:
-  service_core* core_;
+  std::shared_ptr<service_core> core_;
   Op* op_;
 };
 
 template <typename Handler, typename Target>
 class timer_wait_op : public wait_op {
  public:
-  timer_wait_op(Handler&& h, Target t) : wait_op{&do_complete, nullptr, Target::checked_at_run, 0},
-        handler_(std::move(h)), target_(std::move(t)) {}
+  template <typename H>
+  timer_wait_op(H&& h, Target t)
+      : wait_op{&do_complete, nullptr, Target::checked_at_run, 0}, handler_(std::forward<H>(h)), target_(std::move(t)) {}
 
   Handler& handler() noexcept { return handler_; }
 

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 namespace tock::detail {
@@ -153,7 +154,7 @@ struct sleep_op_base {
 
 // The part of a timer service that its operations reach: the lock, the context, and the hand-over of a
 // fired wait that runs on a foreign executor. Not a template, so the operations need not know the clock.
-class service_core {
+class service_core : public std::enable_shared_from_this<service_core> {
  public:
   explicit service_core(boost::asio::io_context& ctx) noexcept : ctx_(ctx) {}
 
