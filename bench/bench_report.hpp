@@ -1,0 +1,259 @@
+// bench/bench_report.hpp: turns results CSV into Markdown tables with ratios to asio::steady_timer, and
+// checks tock's targets.
+#ifndef TOCK_BENCH_REPORT_HPP
+#define TOCK_BENCH_REPORT_HPP
+
+#include "bench_util.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct results {
+  std::vector<row> rows;
+  // sparse: system -> (epoll_wait, timerfd_settime) during the measured phase, from strace.
+  std::map<std::string, std::pair<std::string, std::string>> syscalls;
+
+  const row* find(const std::string& w, const std::string& s, std::size_t n) const {
+    for (const auto& r : rows)
+      if (r.workload == w && r.system == s && r.n == n) return &r;
+    return nullptr;
+  }
+
+  std::set<std::size_t> ns(const std::string& w) const {
+    std::set<std::size_t> out;
+    for (const auto& r : rows)
+      if (r.workload == w) out.insert(r.n);
+    return out;
+  }
+
+  bool has_system(const std::string& w, const std::string& s) const {
+    for (const auto& r : rows)
+      if (r.workload == w && r.system == s) return true;
+    return false;
+  }
+};
+
+inline std::string n_label(std::size_t n) {
+  if (n >= 1000000 && n % 1000000 == 0) return std::to_string(n / 1000000) + "M";
+  if (n >= 1000 && n % 1000 == 0) return std::to_string(n / 1000) + "k";
+  return std::to_string(n);
+}
+
+inline std::string num(double v, int decimals = 0) {
+  if (std::isnan(v)) return "–";
+  char buf[64];
+  if (decimals == 0 && std::fabs(v) >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+inline std::string ratio(double v, double base) {
+  if (std::isnan(v) || std::isnan(base) || base == 0) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, " (%.2fx)", v / base);
+  return buf;
+}
+
+inline double get(const row* r, double row::*field) { return r ? r->*field : none; }
+
+inline const char* system_label(const std::string& s) {
+  if (s == "asio") return "asio::steady_timer";
+  if (s == "tock_timer") return "tock::timer";
+  if (s == "tock_sleep") return "tock::async_sleep";
+  if (s == "tock_deadline") return "tock::deadline";
+  if (s == "watchdog") return "watchdog (asio)";
+  if (s == "heap") return "bare heap (floor)";
+  return s.c_str();
+}
+
+inline const std::vector<std::string>& all_systems() {
+  static const std::vector<std::string> v = {"asio",          "tock_timer", "tock_sleep",
+                                             "tock_deadline", "watchdog",   "heap"};
+  return v;
+}
+
+// One table: a row per N, a column per system present, value (ratio to asio); plus extra ratio columns.
+inline void value_table(const results& res, const std::string& w, const std::string& title, double row::*field,
+                        int decimals, const std::vector<std::pair<std::string, std::string>>& extra_ratios) {
+  if (res.ns(w).empty()) return;
+  std::vector<std::string> systems;
+  for (const auto& s : all_systems())
+    if (res.has_system(w, s)) systems.push_back(s);
+  std::printf("\n### %s\n\n| N |", title.c_str());
+  for (const auto& s : systems) std::printf(" %s |", system_label(s));
+  for (const auto& [a, b] : extra_ratios) std::printf(" %s / %s |", a.c_str(), b.c_str());
+  std::printf("\n|---:|");
+  for (std::size_t i = 0; i < systems.size() + extra_ratios.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (std::size_t n : res.ns(w)) {
+    const double base = get(res.find(w, "asio", n), field);
+    std::printf("| %s |", n_label(n).c_str());
+    for (const auto& s : systems) {
+      const double v = get(res.find(w, s, n), field);
+      std::printf(" %s%s |", num(v, decimals).c_str(), s == "asio" ? "" : ratio(v, base).c_str());
+    }
+    for (const auto& [a, b] : extra_ratios) {
+      const double va = get(res.find(w, a, n), field), vb = get(res.find(w, b, n), field);
+      std::printf(" %s |", (std::isnan(va) || std::isnan(vb) || vb == 0) ? "–" : num(va / vb, 2).c_str());
+    }
+    std::printf("\n");
+  }
+}
+
+struct target_line {
+  std::string what, value;
+  int met;  // 1 met, 0 missed, -1 not measured
+};
+
+inline void print_report(const results& res) {
+  value_table(res, "fire", "fire: CPU ns per one-shot timer (construct, wait, fire), ratio to asio",
+              &row::ns_per_op, 0, {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
+  value_table(res, "churn", "churn: CPU ns per cancel + reschedule, N pending, ratio to asio", &row::ns_per_op, 0,
+              {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
+  value_table(res, "touch", "touch: CPU ns per idle-deadline extension, N connections, ratio to asio",
+              &row::ns_per_op, 0,
+              {{"tock_timer", "watchdog"}, {"tock_deadline", "watchdog"}, {"tock_deadline", "heap"}});
+  value_table(res, "memory", "memory: bytes of RSS per pending wait (with the timer objects), ratio to asio",
+              &row::bytes_per_timer, 1, {});
+
+  // lateness: one row per system.
+  for (std::size_t n : res.ns("lateness")) {
+    const row* base = res.find("lateness", "asio", n);
+    std::printf("\n### lateness: completion time - deadline, µs, %s timers over 1 s\n\n", n_label(n).c_str());
+    std::printf("| system | p50 | p99 | max |\n|---|---:|---:|---:|\n");
+    for (const auto& s : all_systems()) {
+      const row* r = res.find("lateness", s, n);
+      if (!r) continue;
+      std::printf("| %s | %s%s | %s%s | %s%s |\n", system_label(s), num(r->p50_us, 1).c_str(),
+                  s == "asio" ? "" : ratio(r->p50_us, get(base, &row::p50_us)).c_str(), num(r->p99_us, 1).c_str(),
+                  s == "asio" ? "" : ratio(r->p99_us, get(base, &row::p99_us)).c_str(), num(r->max_us, 1).c_str(),
+                  s == "asio" ? "" : ratio(r->max_us, get(base, &row::max_us)).c_str());
+    }
+  }
+
+  for (std::size_t n : res.ns("sparse")) {
+    const row* base = res.find("sparse", "asio", n);
+    std::printf("\n### sparse: %s timers over 200 ms; CPU ns per timer and wake-ups (epoll_wait calls in the "
+                "measured phase, from strace)\n\n",
+                n_label(n).c_str());
+    std::printf("| system | CPU ns per timer | epoll_wait | timerfd_settime |\n|---|---:|---:|---:|\n");
+    for (const auto& s : all_systems()) {
+      const row* r = res.find("sparse", s, n);
+      if (!r) continue;
+      std::string tfd = "–";
+      if (auto it = res.syscalls.find(s); it != res.syscalls.end()) tfd = it->second.second;
+      std::printf("| %s | %s%s | %s | %s |\n", system_label(s), num(r->ns_per_op).c_str(),
+                  s == "asio" ? "" : ratio(r->ns_per_op, get(base, &row::ns_per_op)).c_str(),
+                  num(r->wakeups).c_str(), tfd.c_str());
+    }
+  }
+
+  for (std::size_t n : res.ns("threads")) {
+    const row* base = res.find("threads", "asio", n);
+    std::printf("\n### threads: 2 threads, %s operations (start or cancel), wall-clock throughput\n\n",
+                n_label(n).c_str());
+    std::printf("| system | operations per second |\n|---|---:|\n");
+    for (const auto& s : all_systems()) {
+      const row* r = res.find("threads", s, n);
+      if (!r) continue;
+      std::printf("| %s | %s%s |\n", system_label(s), num(r->ops_per_s).c_str(),
+                  s == "asio" ? "" : ratio(r->ops_per_s, get(base, &row::ops_per_s)).c_str());
+    }
+  }
+
+  // Targets.
+  std::vector<target_line> t;
+  const std::size_t big = 1000000;
+  auto rel = [&](const std::string& w, const std::string& s, std::size_t n, double row::*f, double limit,
+                 bool at_most, const std::string& vs = "asio") {
+    const double v = get(res.find(w, s, n), f), b = get(res.find(w, vs, n), f);
+    target_line l;
+    char what[200];
+    std::snprintf(what, sizeof what, "%s N=%s: %s %s %.2fx %s", w.c_str(), n_label(n).c_str(), s.c_str(),
+                  at_most ? "<=" : ">=", limit, vs.c_str());
+    l.what = what;
+    if (std::isnan(v) || std::isnan(b) || b == 0) {
+      l.value = "–";
+      l.met = -1;
+    } else {
+      const double r = v / b;
+      l.value = num(r, 2) + "x";
+      l.met = at_most ? r <= limit : r >= limit;
+    }
+    t.push_back(l);
+  };
+  for (const char* s : {"tock_timer", "tock_sleep"}) rel("fire", s, big, &row::ns_per_op, 0.3, true);
+  for (const char* s : {"tock_timer", "tock_sleep"}) rel("churn", s, big, &row::ns_per_op, 0.3, true);
+  for (const char* s : {"tock_timer", "tock_deadline"})
+    for (std::size_t n : res.ns("touch"))
+      if (res.has_system("touch", s)) rel("touch", s, n, &row::ns_per_op, 1.0, true, "watchdog");
+  {
+    target_line l;
+    l.what = "memory N=1M: tock_sleep <= 64 bytes per pending sleep";
+    const double v = get(res.find("memory", "tock_sleep", big), &row::bytes_per_timer);
+    l.value = std::isnan(v) ? "–" : num(v, 1) + " B";
+    l.met = std::isnan(v) ? -1 : v <= 64;
+    t.push_back(l);
+  }
+  rel("memory", "tock_timer", big, &row::bytes_per_timer, 0.5, true);
+  if (res.has_system("memory", "tock_deadline"))
+    rel("memory", "tock_deadline", big, &row::bytes_per_timer, 0.5, true);
+  for (std::size_t n : res.ns("lateness"))
+    for (const char* s : {"tock_timer", "tock_sleep"}) {
+      rel("lateness", s, n, &row::p50_us, 1.0, true);
+      t.back().what = "lateness p50 " + t.back().what.substr(9);
+      rel("lateness", s, n, &row::p99_us, 1.0, true);
+      t.back().what = "lateness p99 " + t.back().what.substr(9);
+    }
+  for (std::size_t n : res.ns("threads")) rel("threads", "tock_timer", n, &row::ops_per_s, 1.0, false);
+  for (const char* w : {"fire", "churn", "touch"})
+    for (const char* s : {"tock_timer", "tock_sleep", "tock_deadline"})
+      if (res.has_system(w, s)) rel(w, s, big, &row::ns_per_op, 1.5, true, "heap");
+
+  std::printf("\n### Targets\n\n| target | measured | |\n|---|---:|---|\n");
+  int met = 0, missed = 0;
+  for (const auto& l : t) {
+    std::printf("| %s | %s | %s |\n", l.what.c_str(), l.value.c_str(),
+                l.met == 1 ? "met" : l.met == 0 ? "**missed**" : "not measured");
+    met += l.met == 1;
+    missed += l.met == 0;
+  }
+  std::printf("\n%d targets met, %d missed.\n", met, missed);
+}
+
+inline results load_results(const std::string& csv, const std::string& syscalls_csv) {
+  results res;
+  std::ifstream in(csv);
+  if (!in) {
+    std::fprintf(stderr, "timer_bench: cannot read %s\n", csv.c_str());
+    std::exit(1);
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    row r;
+    if (from_csv(line, r)) res.rows.push_back(r);
+  }
+  if (!syscalls_csv.empty()) {
+    std::ifstream sc(syscalls_csv);
+    while (std::getline(sc, line)) {
+      // system,epoll_wait,timerfd_settime
+      const auto a = line.find(','), b = line.rfind(',');
+      if (a == std::string::npos || a == b || line.rfind("system", 0) == 0) continue;
+      res.syscalls[line.substr(0, a)] = {line.substr(a + 1, b - a - 1), line.substr(b + 1)};
+    }
+  }
+  return res;
+}
+
+}  // namespace bench
+
+#endif

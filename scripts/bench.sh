@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Runs tock's benchmark suite (bench/timer_bench.cpp): every configuration in its own process, then a
+# table with ratios to asio::steady_timer and plots of ns/op against N.
+#
+# Usage: scripts/bench.sh [--quick] [--no-build]
+#   --quick     the one-minute smoke version: N in {10k, 100k}, 100k operations, no repeats
+#               (writes bench/results/quick.*, leaves latest.* alone)
+#   --no-build  use the binary already built
+# Output: bench/results/latest.csv (one row per configuration), latest.md (the tables and the targets),
+#         latest_syscalls.csv (strace counts for the sparse workload), fire.png churn.png touch.png memory.png.
+# The full run takes about 3-4 minutes on a 2-core machine (it must stay under 10).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/deps.sh
+
+quick=0 build=1 flags=""
+for arg in "$@"; do
+    case $arg in
+        --quick) quick=1 flags=" --quick" ;;
+        --no-build) build=0 ;;
+        -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "scripts/bench.sh: unknown argument '$arg' (try --help)" >&2; exit 64 ;;
+    esac
+done
+
+start=$SECONDS
+results=bench/results
+name=latest
+((quick)) && name=quick
+mkdir -p "$results"
+csv=$results/$name.csv
+syscalls=$results/${name}_syscalls.csv
+log=$results/$name.log
+: >"$log"
+
+# --- Build (Release). Falls back to a hand compile if the CMake project does not build right now.
+bin=build/release/bench/timer_bench
+if ((build)); then
+    echo "== building timer_bench (Release)"
+    if cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
+        cmake --build build/release -j2 --target timer_bench >>"$log" 2>&1; then
+        :
+    else
+        echo "   the CMake build failed (see $log); compiling by hand"
+        bin=build/bench-manual/timer_bench
+        mkdir -p build/bench-manual
+        g++ -O2 -DNDEBUG -std=c++20 -Iinclude bench/timer_bench.cpp src/error.cpp -lpthread -o "$bin"
+    fi
+fi
+[[ -x $bin ]] || { echo "scripts/bench.sh: no binary at $bin" >&2; exit 1; }
+
+have_strace=0
+command -v strace >/dev/null && have_strace=1
+((have_strace)) || echo "   strace not found: the sparse workload's wake-up column stays blank"
+
+# --- Run every configuration in its own process.
+read -r load1 _ </proc/loadavg
+if awk -v l="$load1" 'BEGIN { exit !(l > 1.5) }'; then
+    echo "   warning: load average $load1 on $(nproc) cores: other work is running, the numbers will be noisy"
+fi
+{
+    echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -sr), $(nproc) cores, load $load1 at start, $(g++ --version | head -1)"
+    echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') (working tree may differ)"
+} >"$results/$name.env"
+"$bin" --header >"$csv"
+echo "system,epoll_wait,timerfd_settime" >"$syscalls"
+list_args=()
+((quick)) && list_args=(--quick)
+mapfile -t configs < <("$bin" --list "${list_args[@]}")
+failed=()
+i=0
+for cfg in "${configs[@]}"; do
+    i=$((i + 1))
+    read -ra argv <<<"$cfg"
+    printf '[%3d/%d %4ds] %-70s ' "$i" "${#configs[@]}" $((SECONDS - start)) "$cfg"
+    if ! out=$(timeout 300 "$bin" "${argv[@]}" 2>>"$log"); then
+        echo "FAILED"
+        failed+=("$cfg")
+        tail -3 "$log" | sed 's/^/      /'
+        continue
+    fi
+    if [[ $cfg == *--workload=check* ]]; then
+        echo "ok"
+        continue
+    fi
+    # sparse: count the driver's syscalls between the markers of one more (traced) run.
+    if [[ $cfg == *--workload=sparse* ]] && ((have_strace)); then
+        trace=$(mktemp)
+        if timeout 120 strace -f -qq -o "$trace" -e trace=epoll_wait,epoll_pwait,timerfd_settime,getppid \
+            "$bin" "${argv[@]}" --repeats=1 >/dev/null 2>>"$log"; then
+            read -r epolls settimes < <(awk '
+                /getppid\(/ { inside = !inside; next }
+                inside && /epoll_p?wait\(/ { e++ }
+                inside && /timerfd_settime\(/ { t++ }
+                END { print e + 0, t + 0 }' "$trace")
+            system=$(sed -n 's/.*--system=\([a-z_]*\).*/\1/p' <<<"$cfg")
+            echo "$system,$epolls,$settimes" >>"$syscalls"
+            out=$(awk -F, -v OFS=, -v e="$epolls" '{ $9 = e; print }' <<<"$out")
+        fi
+        rm -f "$trace"
+    fi
+    echo "$out" >>"$csv"
+    echo "$out" | cut -d, -f4-10 | sed 's/,,*/ /g'
+done
+
+# --- Report.
+report=$results/$name.md
+{
+    echo "<!-- scripts/bench.sh$flags: $(head -1 "$results/$name.env" | sed 's/^# //') -->"
+    "$bin" --report="$csv" --syscalls="$syscalls"
+} >"$report"
+echo
+cat "$report"
+
+# --- Plots (ns/op and bytes/timer against N).
+if ! command -v gnuplot >/dev/null; then
+    echo "== installing gnuplot-nox for the plots"
+    ensure_packages gnuplot-nox >>"$log" 2>&1 || true
+fi
+if command -v gnuplot >/dev/null; then
+    plots=()
+    for spec in "fire:4:CPU ns per timer" "churn:4:CPU ns per cancel+reschedule" \
+        "touch:4:CPU ns per touch" "memory:5:bytes per pending timer"; do
+        IFS=: read -r w col label <<<"$spec"
+        systems=$(awk -F, -v w="$w" '$1 == w && !seen[$2]++ { printf "%s ", $2 }' "$csv")
+        [[ -n $systems ]] || continue
+        png=$results/$w.png
+        ((quick)) && png=$results/quick-$w.png
+        if gnuplot -e "csv='$csv'; w='$w'; col=$col; systems='$systems'; ylabel='$label'; out='$png'" \
+            bench/plot.gp >>"$log" 2>&1; then
+            plots+=("$png")
+        else
+            echo "   gnuplot failed for $w (see $log)"
+        fi
+    done
+    echo "== plots: ${plots[*]:-none}"
+else
+    echo "== gnuplot is not available: skipping the plots"
+fi
+
+elapsed=$((SECONDS - start))
+echo "== done in ${elapsed}s: $csv, $report"
+if ((${#failed[@]})); then
+    echo "== ${#failed[@]} configuration(s) FAILED (see $log):" >&2
+    printf '   %s\n' "${failed[@]}" >&2
+    exit 1
+fi
