@@ -774,9 +774,15 @@ class basic_timer_service : public asio::execution_context::service {
         --lingering_;
         continue;
       }
-      if (const time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
-        heap_.rekey(n, expiry);
-        refresh_floor_locked(t);
+      if (time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
+        for (;;) {
+          heap_.rekey(n, expiry);
+          t.lazy_floor.store(expiry, std::memory_order_seq_cst);
+          // A lock-free move may have stored an expiry below the new key meanwhile (see try_move_later).
+          const time_point again = t.expiry_.load(std::memory_order_seq_cst);
+          if (!(again < expiry)) break;
+          expiry = again;
+        }
         continue;
       }
       wait_op& op = t.ring.fire_first();

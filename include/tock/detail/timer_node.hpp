@@ -28,11 +28,15 @@ struct timer_node {
   TimePoint expiry() const noexcept { return expiry_.load(std::memory_order_relaxed); }
   void set_expiry(const TimePoint& t) noexcept { expiry_.store(t, std::memory_order_relaxed); }
 
-  // The lock-free move: true if `t` could be stored without touching the heap.
+  // The lock-free move: true if `t` could be stored without touching the heap. The driver may raise the floor
+  // (re-keying the timer to the expiry it read) between our check and our store; so the store is followed by
+  // a second look at the floor, and the driver re-reads the expiry after raising it (both sequentially
+  // consistent): one of the two sees the other, and a move that fell below the new key is redone under the
+  // lock (false) or picked up by the driver.
   bool try_move_later(const TimePoint& t) noexcept {
-    if (t == TimePoint::max() || t < lazy_floor.load(std::memory_order_relaxed)) return false;
-    set_expiry(t);
-    return true;
+    if (t == TimePoint::max() || t < lazy_floor.load(std::memory_order_seq_cst)) return false;
+    expiry_.store(t, std::memory_order_seq_cst);
+    return !(t < lazy_floor.load(std::memory_order_seq_cst));
   }
   timer_node(const timer_node&) = delete;
   timer_node& operator=(const timer_node&) = delete;
