@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(steady_timers_due_with_their_deadline_complete_exactly_once
 // --- The user's own cancellation slot.
 
 // bind(asio::bind_cancellation_slot(slot, handler)): the slot is bound to the handler inside the deadline's
-// token. (The other nesting does not compile with Boost 1.81, as with tock::timeout: see timeout_test.cpp.)
+// token. (The other nesting behaves the same: see composition_test.cpp.)
 BOOST_AUTO_TEST_CASE(the_users_slot_bound_inside_bind_aborts_the_read_with_operation_aborted) {
   asio::io_context ctx;
   socket_pair s(ctx);

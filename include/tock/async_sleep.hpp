@@ -29,13 +29,24 @@ typename Clock::time_point to_clock_time_point(const std::chrono::time_point<Clo
   return typename Clock::time_point(saturating_cast<typename Clock::duration>(t.time_since_epoch()));
 }
 
-template <typename Clock>
+// Holds the executor as Asio's I/O objects' initiations do, so that adapters (tock::timeout, a deadline's bind())
+// find the operation's default executor through get_executor() when the handler has none of its own.
+template <typename Clock, typename Executor>
 class initiate_sleep_until {
  public:
-  template <typename Handler, typename Executor>
-  void operator()(Handler&& handler, const Executor& ex, const typename Clock::time_point& t) const {
-    basic_timer_service<Clock>::of(ex).async_sleep_until(t, std::forward<Handler>(handler), ex);
+  using executor_type = Executor;
+
+  explicit initiate_sleep_until(const Executor& ex) noexcept : ex_(ex) {}
+
+  const executor_type& get_executor() const noexcept { return ex_; }
+
+  template <typename Handler>
+  void operator()(Handler&& handler, const typename Clock::time_point& t) const {
+    basic_timer_service<Clock>::of(ex_).async_sleep_until(t, std::forward<Handler>(handler), ex_);
   }
+
+ private:
+  Executor ex_;
 };
 
 // For the coroutine forms: the executor is the one the handler carries, i.e. the coroutine's.
@@ -59,7 +70,7 @@ template <typename Executor, typename Clock, typename Duration,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
 auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, Duration>& t,
                        Token&& token = asio::default_completion_token_t<Executor>()) {
-  return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock>(), token, ex,
+  return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock, Executor>(ex), token,
                                                        detail::to_clock_time_point(t));
 }
 

@@ -180,21 +180,22 @@ class deadline_bound_token {
 
 }  // namespace tock
 
-template <typename Deadline, typename Token, typename Signature, typename... Signatures>
-struct boost::asio::async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...> {
-  template <typename Initiation>
-  using wrapped = tock::detail::initiate_with_deadline<
-      std::decay_t<Initiation>, typename tock::deadline_bound_token<Deadline, Token>::registrar, Signature>;
+// The async_result machinery shared with tock::timeout, and its adapters applied from outside:
+// bind_cancellation_slot(slot, dl.bind(h)) is dl.bind(bind_cancellation_slot(slot, h)), and so on.
+#include <tock/detail/timed_token.hpp>
 
-  // The return type is spelled out so that Asio's completion_token_for checks do not instantiate the body.
-  template <typename Initiation, typename RawToken, typename... Args>
-  static auto initiate(Initiation&& init, RawToken&& token, Args&&... args)
-      -> decltype(boost::asio::async_initiate<Token, Signature, Signatures...>(
-          std::declval<wrapped<Initiation>>(), std::declval<Token&>(), std::declval<Args>()...)) {
-    return boost::asio::async_initiate<Token, Signature, Signatures...>(
-        wrapped<Initiation>(std::forward<Initiation>(init), token.make_registrar()), token.token(),
-        std::forward<Args>(args)...);
+template <typename Deadline, typename Token>
+struct tock::detail::timed_token_traits<tock::deadline_bound_token<Deadline, Token>> {
+  using inner_type = Token;
+  using registrar_type = typename tock::deadline_bound_token<Deadline, Token>::registrar;
+  static registrar_type registrar(tock::deadline_bound_token<Deadline, Token>& t) noexcept {
+    return t.make_registrar();
   }
+  static Token&& take_inner(tock::deadline_bound_token<Deadline, Token>& t) noexcept { return std::move(t.token()); }
 };
+
+template <typename Deadline, typename Token, typename Signature, typename... Signatures>
+struct boost::asio::async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...>
+    : tock::detail::timed_async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...> {};
 
 #endif

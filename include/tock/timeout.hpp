@@ -2,8 +2,8 @@
 #ifndef TOCK_TIMEOUT_HPP
 #define TOCK_TIMEOUT_HPP
 
-#include <tock/detail/initiate_with_deadline.hpp>
 #include <tock/detail/time_arith.hpp>
+#include <tock/detail/timed_token.hpp>
 #include <tock/timer_service.hpp>
 
 #include <boost/asio/async_result.hpp>
@@ -91,24 +91,21 @@ class timeout_registrar {
   timeout_spec spec_;
 };
 
+template <typename Token>
+struct timed_token_traits<timeout_t<Token>> {
+  using inner_type = Token;
+  using registrar_type = timeout_registrar;
+  static registrar_type registrar(timeout_t<Token>& t) noexcept { return registrar_type(t.spec()); }
+  static Token&& take_inner(timeout_t<Token>& t) noexcept { return std::move(t.token()); }
+};
+
 }  // namespace detail
 }  // namespace tock
 
+// Asio's adapters compose from outside too: bind_cancellation_slot(slot, timeout(d, h)) is
+// timeout(d, bind_cancellation_slot(slot, h)); likewise bind_executor, bind_allocator, redirect_error, as_tuple.
 template <typename Token, typename Signature, typename... Signatures>
-struct boost::asio::async_result<tock::timeout_t<Token>, Signature, Signatures...> {
-  template <typename Initiation>
-  using wrapped = tock::detail::initiate_with_deadline<std::decay_t<Initiation>, tock::detail::timeout_registrar,
-                                                       Signature>;
-
-  // The return type is spelled out so that Asio's completion_token_for checks do not instantiate the body.
-  template <typename Initiation, typename RawToken, typename... Args>
-  static auto initiate(Initiation&& init, RawToken&& token, Args&&... args)
-      -> decltype(boost::asio::async_initiate<Token, Signature, Signatures...>(
-          std::declval<wrapped<Initiation>>(), std::declval<Token&>(), std::declval<Args>()...)) {
-    return boost::asio::async_initiate<Token, Signature, Signatures...>(
-        wrapped<Initiation>(std::forward<Initiation>(init), tock::detail::timeout_registrar(token.spec())),
-        token.token(), std::forward<Args>(args)...);
-  }
-};
+struct boost::asio::async_result<tock::timeout_t<Token>, Signature, Signatures...>
+    : tock::detail::timed_async_result<tock::timeout_t<Token>, Signature, Signatures...> {};
 
 #endif
