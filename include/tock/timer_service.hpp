@@ -147,10 +147,10 @@ class basic_timer_service : public asio::execution_context::service {
   // Aborts the timer's waits (operation_aborted) and removes it from the heap.
   void destroy(implementation_type& impl) {
     idle_work idle(*this);
-    wait_op_list aborted;
+    drain_request drain;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
+      take_waits_locked(impl, static_cast<std::size_t>(-1), drain);
       if (impl.node.in_heap()) {
         heap_.remove(impl.node);
         --lingering_;
@@ -158,7 +158,7 @@ class basic_timer_service : public asio::execution_context::service {
       refresh_floor_locked(impl);
       idle.collect_locked();
     }
-    aborted.post_all(*core_);
+    drain.post(*core_);
   }
 
   // Moves `from`'s expiry and waits to `to`, which holds nothing yet. O(waits of the timer).
@@ -184,15 +184,15 @@ class basic_timer_service : public asio::execution_context::service {
   // the next wait starts.
   std::size_t expires_at(implementation_type& impl, const time_point& t) {
     idle_work idle(*this);
-    wait_op_list aborted;
+    drain_request drain;
     std::size_t n;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      n = take_waits_locked(impl, static_cast<std::size_t>(-1), aborted);
+      n = take_waits_locked(impl, static_cast<std::size_t>(-1), drain);
       impl.set_expiry(t);
       idle.collect_locked();
     }
-    aborted.post_all(*core_);
+    drain.post(*core_);
     return n;
   }
 
@@ -305,7 +305,7 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
-  // (op_action::post) unless detached first. Same errors as schedule().
+  // (op_action::deliver) unless detached first. Same errors as schedule().
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
@@ -328,6 +328,7 @@ class basic_timer_service : public asio::execution_context::service {
   using wait_op = detail::wait_op;
   using heap_node = detail::heap_node;
   using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
+  using deferred_error = detail::service_core::deferred_error;
 
   // Declared before the lock and the completions of a call that may end the last parked wait: collects the
   // parked-work guard under the lock and drops it last, after the completions were posted.
@@ -345,25 +346,13 @@ class basic_timer_service : public asio::execution_context::service {
     std::optional<work_guard> guard_;
   };
 
-  // Waits taken out under the lock, completed after it is released, chained through wait_op::next.
-  class wait_op_list {
-   public:
-    void push_back(wait_op& op) noexcept {
-      op.next = nullptr;
-      *tail_ = &op;
-      tail_ = &op.next;
+  // Whether a call deferred a completion that needs a drain posted (see service_core): posted once the
+  // lock is released.
+  struct drain_request {
+    bool needed = false;
+    void post(detail::service_core& core) {
+      if (needed) core.post_drain();
     }
-    void post_all(detail::service_core& core) {
-      while (wait_op* op = head_) {
-        head_ = op->next;
-        if (head_ == nullptr) tail_ = &head_;
-        op->next = nullptr;
-        op->complete(op, core, detail::op_action::post, error_code(asio::error::operation_aborted));
-      }
-    }
-   private:
-    wait_op* head_ = nullptr;
-    wait_op** tail_ = &head_;
   };
 
   // Cancels a timer wait through its cancellation slot.
@@ -424,9 +413,11 @@ class basic_timer_service : public asio::execution_context::service {
       return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
     }
     if (needs_slot_past_capacity_locked(impl)) {
+      core_->reserve_deferred_locked(1);
       guard.op = nullptr;
+      const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
       lock.unlock();
-      op->complete(op, *core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      if (post) core_->post_drain();
       return;
     }
     link_wait_locked(impl, *op);
@@ -435,12 +426,15 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
   // the sequence number of its oldest waiting wait, and is re-sifted when that wait leaves. O(log N), and
-  // only for timers with several waits.
+  // only for timers with several waits. A timer keyed earlier than its expiry (a lazy key) is re-sequenced
+  // when it surfaces instead, as its key only ranks it then.
   void resequence_locked(implementation_type& impl) noexcept {
     const std::uint32_t seq = impl.ring.first_waiting()->seq;
     if (impl.node.seq == (seq & 0x7FFF'FFFFu)) return;
+    const time_point key = heap_.key_of(impl.node);
+    if (key < impl.expiry()) return;
     impl.node.seq = seq;
-    heap_.rekey(impl.node, heap_.key_of(impl.node));
+    heap_.rekey(impl.node, key);
   }
 
   // Keeps timer_node::lazy_floor true: the heap key while the timer waits in the heap, else never.
@@ -480,7 +474,8 @@ class basic_timer_service : public asio::execution_context::service {
       heap_waits_ += n;
       update_work_locked();
       update_driver_locked();
-    } else if (t < heap_.key_of(impl.node)) {
+    } else if (!(heap_.key_of(impl.node) < t)) {
+      impl.node.seq = impl.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
       heap_.rekey(impl.node, t);
       update_driver_locked();
     }
@@ -536,14 +531,16 @@ class basic_timer_service : public asio::execution_context::service {
     ++heap_waits_;
     // A timer ranks among equal deadlines by its oldest waiting wait (see resequence_locked).
     if (!first) return;
-    impl.node.seq = op.seq;
     if (impl.node.in_heap()) {
       --lingering_;
-      // Left in the heap by an earlier wait: keep a key that is earlier than the expiry (it will be re-keyed
-      // when it surfaces), or move it up now; either way re-sift for the new sequence number.
-      const time_point key = heap_.key_of(impl.node);
-      heap_.rekey(impl.node, impl.expiry() < key ? impl.expiry() : key);
+      // Left in the heap by an earlier wait (a cancel or reset). A key earlier than the expiry stays, heap
+      // untouched: it is re-keyed, with this wait's sequence number, when it surfaces. Otherwise move it up.
+      if (!(heap_.key_of(impl.node) < impl.expiry())) {
+        impl.node.seq = op.seq;
+        heap_.rekey(impl.node, impl.expiry());
+      }
     } else {
+      impl.node.seq = op.seq;
       heap_.push(impl.node, impl.expiry());
     }
     refresh_floor_locked(impl);
@@ -573,8 +570,10 @@ class basic_timer_service : public asio::execution_context::service {
       return;
     }
     if (slots_in_use_locked() >= capacity_) {
+      core_->reserve_deferred_locked(1);
+      const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
       lock.unlock();
-      op->complete(op, *core_, detail::op_action::post, make_error_code(error::capacity_exceeded));
+      if (post) core_->post_drain();
       return;
     }
     op->node.seq = next_seq_++;
@@ -585,28 +584,30 @@ class basic_timer_service : public asio::execution_context::service {
 
   std::size_t cancel_some(implementation_type& impl, std::size_t limit) {
     idle_work idle(*this);
-    wait_op_list aborted;
+    drain_request drain;
     std::size_t n;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      n = take_waits_locked(impl, limit, aborted);
+      n = take_waits_locked(impl, limit, drain);
       idle.collect_locked();
     }
-    aborted.post_all(*core_);
+    drain.post(*core_);
     return n;
   }
 
   // Takes up to `limit` waits of a timer, oldest first. Fired waits whose handlers have not run are only
-  // unlinked (their runner reports them aborted); waiting ones go on `aborted`, to be posted by the caller
-  // once the lock is released. The timer stays in the heap: a later wait will likely reuse its slot.
-  std::size_t take_waits_locked(implementation_type& impl, std::size_t limit, wait_op_list& aborted) {
+  // unlinked (their runner reports them aborted); waiting ones are deferred as aborted (the caller posts
+  // the drain once the lock is released). The timer stays in the heap: a later wait will likely reuse its
+  // slot. Throws only before anything changed.
+  std::size_t take_waits_locked(implementation_type& impl, std::size_t limit, drain_request& drain) {
+    core_->reserve_deferred_locked(std::min<std::size_t>(limit, impl.ring.waiting));
     std::size_t taken = 0;
     std::size_t waiting_taken = 0;
     while (taken < limit && !impl.ring.empty()) {
       bool was_due = false;
       wait_op& op = impl.ring.take_front(was_due);
       if (!was_due) {
-        aborted.push_back(op);
+        drain.needed |= core_->defer_locked(op, deferred_error::aborted);
         ++waiting_taken;
       }
       ++taken;
@@ -635,26 +636,27 @@ class basic_timer_service : public asio::execution_context::service {
 
   void cancel_wait(wait_op& op) {
     idle_work idle(*this);
-    unlinked result;
+    drain_request drain;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      result = detach_locked(op);
+      core_->reserve_deferred_locked(1);
+      // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
+      if (detach_locked(op) == unlinked::waiting) drain.needed = core_->defer_locked(op, deferred_error::aborted);
       idle.collect_locked();
     }
-    // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
-    if (result == unlinked::waiting)
-      op.complete(&op, *core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+    drain.post(*core_);
   }
 
   void cancel_sleep(detail::sleep_op_base& op) {
     idle_work idle(*this);
+    drain_request drain;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      const bool removed = unschedule_locked(op);
+      core_->reserve_deferred_locked(1);
+      if (unschedule_locked(op)) drain.needed = core_->defer_locked(op, deferred_error::aborted);  // else fired
       idle.collect_locked();
-      if (!removed) return;  // already fired
     }
-    op.complete(&op, *core_, detail::op_action::post, error_code(asio::error::operation_aborted));
+    drain.post(*core_);
   }
 
   bool unschedule_locked(detail::sleep_op_base& op) {
@@ -775,6 +777,7 @@ class basic_timer_service : public asio::execution_context::service {
         continue;
       }
       if (time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
+        n.seq = t.ring.first_waiting()->seq;  // see resequence_locked
         for (;;) {
           heap_.rekey(n, expiry);
           t.lazy_floor.store(expiry, std::memory_order_seq_cst);

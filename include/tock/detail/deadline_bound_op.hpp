@@ -124,18 +124,18 @@ class deadline_bound_op : public Link {
     static_cast<deadline_bound_op*>(b)->on_entry(a);
   }
 
-  // The entry fired (invoke: the deadline passed), was aborted (post: the deadline was cancelled or
-  // destroyed), or is dropped at shutdown (destroy).
+  // The entry fired (invoke: the deadline passed), was aborted (deliver, from the context's run(): the
+  // deadline was cancelled or destroyed), or is dropped at shutdown (destroy, discard). The service hooks
+  // nothing into a slot for an entry: nothing to unhook.
   void on_entry(op_action a) {
-    if (a == op_action::destroy) {
+    if (a == op_action::unhook) return;
+    if (a == op_action::destroy || a == op_action::discard) {
       release();
-    } else if (a == op_action::invoke && runs_in_context_) {
-      cancel_now(true);
+    } else if (runs_in_context_) {
+      cancel_now(a == op_action::invoke);
       release();
-    } else if (a == op_action::invoke) {
-      asio::dispatch(executor_, cancel_runner(this, true));
     } else {
-      asio::post(executor_, cancel_runner(this, false));
+      asio::dispatch(executor_, cancel_runner(this, a == op_action::invoke));
     }
   }
 

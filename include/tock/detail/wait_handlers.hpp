@@ -2,6 +2,7 @@
 #ifndef TOCK_DETAIL_WAIT_HANDLERS_HPP
 #define TOCK_DETAIL_WAIT_HANDLERS_HPP
 
+#include <tock/detail/op_memory.hpp>
 #include <tock/detail/wait_op.hpp>
 
 #include <boost/asio/append.hpp>
@@ -10,7 +11,6 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/recycling_allocator.hpp>
 
 #include <memory>
 #include <utility>
@@ -19,11 +19,11 @@ namespace tock::detail {
 
 namespace asio = boost::asio;
 
-// Operations are allocated through the handler's associated allocator; by default Asio's thread-local
-// recycling allocator, so a handler that waits again reuses the memory its last wait released.
+// Operations are allocated through the handler's associated allocator; by default tock's thread-local cache
+// (op_memory.hpp), so that a handler that waits again reuses the memory its last wait released.
 template <typename Handler>
 auto handler_allocator(const Handler& h) noexcept {
-  return asio::get_associated_allocator(h, asio::recycling_allocator<void>());
+  return asio::get_associated_allocator(h, op_allocator<void>());
 }
 
 template <typename Op, typename Handler>
@@ -50,22 +50,20 @@ void deallocate_op(Op* p, const Handler& handler) noexcept {
   std::allocator_traits<decltype(alloc)>::deallocate(alloc, p, 1);
 }
 
-// Where a handler whose associated executor is the service's own io_context runs: the driver is already
-// inside that context's run(), so a fired wait's handler is called in place with no post.
+// Where a handler whose associated executor is the service's own io_context runs: the driver and the drain
+// of deferred completions are already inside that context's run(), so the handler is called in place.
 struct run_in_context {
   static constexpr bool checked_at_run = false;
 
   template <typename Handler>
   void dispatch(Handler& h, service_core&, const error_code& ec) { std::move(h)(ec); }
-
-  template <typename Handler>
-  void post(Handler& h, service_core& core, const error_code& ec) {
-    asio::post(core.context().get_executor(), asio::append(std::move(h), ec));
-  }
 };
 
 // Where a handler with any other associated executor runs (a strand, another context...). Holds that
 // executor with outstanding work tracked, as Asio's operations do, for as long as the wait is pending.
+// Completions reach it from inside the service's context (the driver, or the drain of deferred ones), then
+// are dispatched: posting straight to the handler's executor would run a system_executor or use_future
+// handler on Asio's hidden thread pool instead of inside the context's run().
 template <typename WorkExecutor>
 struct run_on_executor {
   static constexpr bool checked_at_run = true;
@@ -75,52 +73,36 @@ struct run_on_executor {
   void dispatch(Handler& h, service_core&, const error_code& ec) {
     asio::dispatch(executor, asio::append(std::move(h), ec));
   }
-
-  // Queued on the service's context first, then dispatched, as Asio's own operations do: posting straight
-  // to the handler's executor would run a system_executor or use_future handler on Asio's hidden thread
-  // pool instead of inside the context's run().
-  template <typename Handler>
-  void post(Handler& h, service_core& core, const error_code& ec) {
-    asio::post(core.context().get_executor(),
-               dispatch_later<Handler>{std::move(executor), std::move(h), ec});
-  }
-
- private:
-  template <typename Handler>
-  struct dispatch_later {
-    using allocator_type = asio::associated_allocator_t<Handler>;
-
-    WorkExecutor executor;
-    Handler handler;
-    error_code ec;
-
-    allocator_type get_allocator() const noexcept { return asio::get_associated_allocator(handler); }
-    void operator()() { asio::dispatch(executor, asio::append(std::move(handler), ec)); }
-  };
 };
 
 // Releases the operation before the upcall, so that the handler may start its next wait in the same memory,
-// then does what `action` says (`call` runs the handler right here, already on its executor).
-enum class finish_how { dispatch, post, call, destroy };
+// then does what `how` says (`call` runs the handler right here, already on its executor). The service's
+// cancellation handler leaves the handler's slot first, unless it already has (op_action::unhook).
+enum class finish_how { dispatch, call, destroy };
 
 template <typename Op>
-void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec) {
+void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec, bool slot_hooked = true) {
   auto handler(std::move(op->handler_));
   auto target(std::move(op->target_));
   deallocate_op(op, handler);
-  asio::get_associated_cancellation_slot(handler).clear();
+  if (slot_hooked) asio::get_associated_cancellation_slot(handler).clear();
   switch (how) {
     case finish_how::dispatch: target.dispatch(handler, core, ec); break;
-    case finish_how::post: target.post(handler, core, ec); break;
     case finish_how::call: std::move(handler)(ec); break;
     case finish_how::destroy: break;
   }
 }
 
-inline finish_how finish_for(op_action a) noexcept {
-  return a == op_action::invoke ? finish_how::dispatch
-         : a == op_action::post ? finish_how::post
-                                : finish_how::destroy;
+// What a timer wait or sleep does for each op_action (a fired timer wait that checks at run aside).
+template <typename Op>
+void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) {
+  switch (a) {
+    case op_action::invoke: finish_op(op, core, finish_how::dispatch, ec); break;
+    case op_action::unhook: asio::get_associated_cancellation_slot(op->handler_).clear(); break;
+    case op_action::deliver: finish_op(op, core, finish_how::dispatch, ec, false); break;
+    case op_action::discard: finish_op(op, core, finish_how::destroy, ec, false); break;
+    case op_action::destroy: finish_op(op, core, finish_how::destroy, ec); break;
+  }
 }
 
 template <typename Handler, typename Target>
@@ -132,14 +114,15 @@ class sleep_op : public sleep_op_base {
   Handler& handler() noexcept { return handler_; }
 
  private:
-  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&);
+  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&, bool);
+  template <typename Op> friend void complete_op(Op*, service_core&, op_action, const error_code&);
 
   static void do_complete(sleep_op_base* base, service_core& core, op_action a, const error_code& ec) {
-    finish_op(static_cast<sleep_op*>(base), core, finish_for(a), ec);
+    complete_op(static_cast<sleep_op*>(base), core, a, ec);
   }
 
   Handler handler_;
-  Target target_;
+  [[no_unique_address]] Target target_;
 };
 
 // Runs a fired wait that completes on a foreign executor, once it gets there: only then is it decided
@@ -181,7 +164,8 @@ class timer_wait_op : public wait_op {
   Handler& handler() noexcept { return handler_; }
 
  private:
-  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&);
+  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&, bool);
+  template <typename Op> friend void complete_op(Op*, service_core&, op_action, const error_code&);
 
   static void do_complete(wait_op* base, service_core& core, op_action a, const error_code& ec) {
     auto* self = static_cast<timer_wait_op*>(base);
@@ -192,11 +176,11 @@ class timer_wait_op : public wait_op {
         return;
       }
     }
-    finish_op(self, core, finish_for(a), ec);
+    complete_op(self, core, a, ec);
   }
 
   Handler handler_;
-  Target target_;
+  [[no_unique_address]] Target target_;
 };
 
 }  // namespace tock::detail
