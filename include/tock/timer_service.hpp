@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -124,8 +123,6 @@ class basic_timer_service : public asio::execution_context::service {
         if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry() || t.expiry() == time_point::max())) return false;
         in_heap += t.ring.waiting;
         lingering += t.ring.waiting == 0;
-        const time_point floor = t.lazy_floor.load(std::memory_order_relaxed);
-        if (floor != (t.ring.waiting > 0 ? heap_.at(i).key : time_point::max())) return false;
       }
     }
     std::size_t parked = 0;
@@ -155,7 +152,6 @@ class basic_timer_service : public asio::execution_context::service {
         heap_.remove(impl.node);
         --lingering_;
       }
-      refresh_floor_locked(impl);
       idle.collect_locked();
     }
     drain.post(*core_);
@@ -165,8 +161,6 @@ class basic_timer_service : public asio::execution_context::service {
   void move_construct(implementation_type& to, implementation_type& from) noexcept {
     std::lock_guard<std::mutex> lock(core_->mutex());
     to.set_expiry(from.expiry());
-    to.lazy_floor.store(from.lazy_floor.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    from.lazy_floor.store(time_point::max(), std::memory_order_relaxed);
     to.ring.take_from(from.ring);
     to.node.seq = from.node.seq;
     to.node.position = from.node.position;
@@ -335,15 +329,11 @@ class basic_timer_service : public asio::execution_context::service {
   class idle_work {
    public:
     explicit idle_work(basic_timer_service& s) noexcept : service_(s) {}
-    void collect_locked() noexcept {
-      if (!service_.idle_work_) return;
-      guard_.emplace(std::move(*service_.idle_work_));
-      service_.idle_work_.reset();
-    }
+    void collect_locked() noexcept { guard_ = std::move(service_.idle_work_); }
 
    private:
     basic_timer_service& service_;
-    std::optional<work_guard> guard_;
+    std::unique_ptr<work_guard> guard_;
   };
 
   // Whether a call deferred a completion that needs a drain posted (see service_core): posted once the
@@ -437,12 +427,6 @@ class basic_timer_service : public asio::execution_context::service {
     heap_.rekey(impl.node, key);
   }
 
-  // Keeps timer_node::lazy_floor true: the heap key while the timer waits in the heap, else never.
-  void refresh_floor_locked(implementation_type& impl) noexcept {
-    const bool lazy = impl.node.in_heap() && impl.ring.waiting > 0;
-    impl.lazy_floor.store(lazy ? heap_.key_of(impl.node) : time_point::max(), std::memory_order_relaxed);
-  }
-
   // Heap slots held by waits: timers left in the heap without waits (see take_waits_locked) do not count,
   // since they leave when they surface or when their next wait starts.
   std::size_t slots_in_use_locked() const noexcept { return heap_.size() - lingering_; }
@@ -450,11 +434,6 @@ class basic_timer_service : public asio::execution_context::service {
   void move_expiry_locked(implementation_type& impl, const time_point& t) {
     impl.set_expiry(t);
     if (impl.ring.waiting == 0) return;  // placed when a wait starts
-    struct refresh_on_exit {
-      basic_timer_service& service;
-      implementation_type& impl;
-      ~refresh_on_exit() { service.refresh_floor_locked(impl); }
-    } refresh{*this, impl};
     const std::size_t n = impl.ring.waiting;
     if (t == time_point::max()) {
       if (impl.node.parked()) return;
@@ -520,7 +499,6 @@ class basic_timer_service : public asio::execution_context::service {
       }
       if (!impl.node.parked()) park_locked(impl.node);
       ++parked_waits_;
-      refresh_floor_locked(impl);
       update_work_locked();
       return;
     }
@@ -543,7 +521,6 @@ class basic_timer_service : public asio::execution_context::service {
       impl.node.seq = op.seq;
       heap_.push(impl.node, impl.expiry());
     }
-    refresh_floor_locked(impl);
     update_driver_locked();
   }
 
@@ -624,7 +601,6 @@ class basic_timer_service : public asio::execution_context::service {
         resequence_locked(impl);
       } else {
         ++lingering_;
-        refresh_floor_locked(impl);
       }
       update_driver_locked();
     } else if (impl.node.parked()) {
@@ -686,8 +662,11 @@ class basic_timer_service : public asio::execution_context::service {
     parked_.push_back(&n);
   }
 
+  // Makes room for one more parked wait, and takes the parked work if none is held yet, so that parking
+  // cannot throw. Parking follows in the same locked section.
   void reserve_parked_one() {
     if (parked_.size() == parked_.capacity()) parked_.reserve(parked_.empty() ? 16 : parked_.size() * 2);
+    if (!parked_work_) parked_work_ = std::make_unique<work_guard>(core_->context().get_executor());
   }
 
   void unpark_locked(heap_node& n) noexcept {
@@ -699,14 +678,12 @@ class basic_timer_service : public asio::execution_context::service {
     n.position = heap_node::nowhere;
   }
 
-  void update_work_locked() {
-    if (parked_waits_ > 0 && !parked_work_) {
-      parked_work_.emplace(core_->context().get_executor());
-    } else if (parked_waits_ == 0 && parked_work_) {
+  // The parked work is taken by reserve_parked_one(); let go of it with the last parked wait.
+  void update_work_locked() noexcept {
+    if (parked_waits_ == 0 && parked_work_) {
       // Let go only once the caller has posted its completions (see idle_work): were the work count to
       // reach zero first, the context would stop with the aborted completion still queued.
-      idle_work_.emplace(std::move(*parked_work_));
-      parked_work_.reset();
+      idle_work_ = std::move(parked_work_);
     }
   }
 
@@ -776,16 +753,9 @@ class basic_timer_service : public asio::execution_context::service {
         --lingering_;
         continue;
       }
-      if (time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
+      if (const time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
         n.seq = t.ring.first_waiting()->seq;  // see resequence_locked
-        for (;;) {
-          heap_.rekey(n, expiry);
-          t.lazy_floor.store(expiry, std::memory_order_seq_cst);
-          // A lock-free move may have stored an expiry below the new key meanwhile (see try_move_later).
-          const time_point again = t.expiry_.load(std::memory_order_seq_cst);
-          if (!(again < expiry)) break;
-          expiry = again;
-        }
+        heap_.rekey(n, expiry);
         continue;
       }
       wait_op& op = t.ring.fire_first();
@@ -793,7 +763,6 @@ class basic_timer_service : public asio::execution_context::service {
       --budget;
       if (t.ring.waiting == 0) {
         heap_.remove(n);
-        refresh_floor_locked(t);
       } else {
         resequence_locked(t);
       }
@@ -819,7 +788,6 @@ class basic_timer_service : public asio::execution_context::service {
         }
         // Fired waits stay: their runners, queued on other executors, own them.
         implementation_type& t = *implementation_type::from_node(&n);
-        t.lazy_floor.store(time_point::max(), std::memory_order_relaxed);
         detail::wait_ring& ring = t.ring;
         while (ring.waiting > 0) waits.push_back(&ring.take_first_waiting());
       };
@@ -848,8 +816,8 @@ class basic_timer_service : public asio::execution_context::service {
   std::uint32_t next_seq_ = 0;
   bool shut_down_ = false;
   bool firing_ = false;  // the driver is running a batch: it re-arms when the batch ends
-  std::optional<work_guard> parked_work_;  // held while waits are parked
-  std::optional<work_guard> idle_work_;    // no longer needed; dropped by the caller after its posts
+  std::unique_ptr<work_guard> parked_work_;  // held while waits are parked
+  std::unique_ptr<work_guard> idle_work_;    // no longer needed; dropped by the caller after its posts
   asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed
   std::atomic<std::uint64_t> driver_generation_{0};  // written under the lock; read first without it
