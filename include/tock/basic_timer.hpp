@@ -2,6 +2,7 @@
 #ifndef TOCK_BASIC_TIMER_HPP
 #define TOCK_BASIC_TIMER_HPP
 
+#include <tock/detail/compact_executor.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/timer_service.hpp>
 
@@ -77,7 +78,7 @@ class basic_timer {
   // The same from a timer with another executor type that converts to this one.
   template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
   basic_timer(basic_timer<Clock, WaitTraits, Executor1>&& other)
-      : service_(other.service_), executor_(std::move(other.executor_)) {
+      : service_(other.service_), executor_(other.executor_) {
     service_->move_construct(impl_, other.impl_);
   }
 
@@ -99,7 +100,7 @@ class basic_timer {
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
-  executor_type get_executor() noexcept { return executor_; }
+  executor_type get_executor() noexcept { return executor_.get(); }
 
   // Aborts every pending wait (operation_aborted), even one that fired but has not run; returns how many.
   // O(waits of this timer).
@@ -149,7 +150,10 @@ class basic_timer {
     service_->destroy(impl_);
     other.service_->move_construct(impl_, other.impl_);
     service_ = other.service_;
-    executor_ = std::move(other.executor_);
+    if constexpr (std::is_same_v<std::decay_t<Other>, basic_timer>)
+      executor_ = std::move(other.executor_);
+    else
+      executor_ = detail::compact_executor<Executor>(other.executor_);
   }
 
   class initiate_async_wait {
@@ -158,11 +162,13 @@ class basic_timer {
 
     explicit initiate_async_wait(basic_timer* self) noexcept : self_(self) {}
 
-    const executor_type& get_executor() const noexcept { return self_->executor_; }
+    executor_type get_executor() const noexcept { return self_->executor_.get(); }
 
     template <typename WaitHandler>
     void operator()(WaitHandler&& handler) const {
-      self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), self_->executor_);
+      self_->executor_.with([&](const auto& ex) {
+        self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), ex);
+      });
     }
 
    private:
@@ -170,7 +176,7 @@ class basic_timer {
   };
 
   service_type* service_;
-  executor_type executor_;
+  detail::compact_executor<executor_type> executor_;
   typename service_type::implementation_type impl_;
 };
 

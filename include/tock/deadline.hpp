@@ -2,6 +2,7 @@
 #ifndef TOCK_DEADLINE_HPP
 #define TOCK_DEADLINE_HPP
 
+#include <tock/detail/compact_executor.hpp>
 #include <tock/detail/initiate_with_deadline.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/timer_service.hpp>
@@ -82,7 +83,7 @@ class basic_deadline {
   // Aborts waits and cancels bound operations. O(log N + attached).
   ~basic_deadline() { service_->destroy(impl_); }
 
-  executor_type get_executor() noexcept { return executor_; }
+  executor_type get_executor() noexcept { return executor_.get(); }
 
   time_point expiry() const noexcept { return service_->expiry(impl_); }
 
@@ -124,10 +125,12 @@ class basic_deadline {
    public:
     using executor_type = Executor;
     explicit initiate_async_wait(basic_deadline* self) noexcept : self_(self) {}
-    const executor_type& get_executor() const noexcept { return self_->executor_; }
+    executor_type get_executor() const noexcept { return self_->executor_.get(); }
     template <typename WaitHandler>
     void operator()(WaitHandler&& handler) const {
-      self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), self_->executor_);
+      self_->executor_.with([&](const auto& ex) {
+        self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), ex);
+      });
     }
 
    private:
@@ -135,7 +138,7 @@ class basic_deadline {
   };
 
   service_type* service_;
-  executor_type executor_;
+  detail::compact_executor<executor_type> executor_;
   typename service_type::implementation_type impl_;
 };
 
