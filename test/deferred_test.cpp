@@ -1,0 +1,207 @@
+// Aborted and refused waits: their completions are deferred to the context and run by one drain per batch.
+// What users may rely on: each runs exactly once, from inside run(), in abort order, before anything posted
+// after the call that aborted it, with no allocation beyond the wait's own; a throwing handler loses no
+// other completion.
+// Also: timers keep a compact executor that still reads back as the one given.
+#include "test_support.hpp"
+
+#include <tock/tock.hpp>
+
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using tock::error_code;
+using tock_test::run_until_idle;
+
+const error_code aborted = asio::error::operation_aborted;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(deferred_test)
+
+BOOST_AUTO_TEST_CASE(aborted_completions_run_in_abort_order_before_a_later_post) {
+  asio::io_context ctx;
+  std::vector<std::string> order;
+  auto note = [&order](std::string name) {
+    return [&order, name](const error_code& ec) { order.push_back(name + (ec == aborted ? ":aborted" : ":other")); };
+  };
+  tock::timer a(ctx, 1h), b(ctx, 1h);
+  asio::cancellation_signal sig;
+  a.async_wait(note("a"));
+  b.async_wait(note("b"));
+  tock::async_sleep_for(ctx, 1h, asio::bind_cancellation_slot(sig.slot(), note("sleep")));
+  b.cancel();
+  asio::post(ctx, [&order] { order.push_back("post1"); });
+  sig.emit(asio::cancellation_type::terminal);
+  a.cancel();
+  asio::post(ctx, [&order] { order.push_back("post2"); });
+  BOOST_CHECK(order.empty());  // nothing runs inside cancel() or emit()
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(order.size(), 5u);
+  auto at = [&order](const std::string& s) { return std::find(order.begin(), order.end(), s) - order.begin(); };
+  // Aborts complete in the order they happened, each before what was posted after its abort. (They may
+  // overtake handlers posted in between: one drain runs every abort queued before it starts.)
+  BOOST_CHECK_LT(at("b:aborted"), at("sleep:aborted"));
+  BOOST_CHECK_LT(at("sleep:aborted"), at("a:aborted"));
+  BOOST_CHECK_LT(at("b:aborted"), at("post1"));
+  BOOST_CHECK_LT(at("a:aborted"), at("post2"));
+  BOOST_CHECK_LT(at("post1"), at("post2"));
+}
+
+BOOST_AUTO_TEST_CASE(an_abort_allocates_nothing_through_the_handlers_allocator) {
+  asio::io_context ctx;
+  tock_test::allocation_counts counts;
+  const tock_test::counting_allocator<void> alloc(counts);
+  constexpr int n = 100;
+  int aborted_calls = 0;
+  std::vector<tock::timer> timers;
+  for (int i = 0; i < n; ++i) {
+    timers.emplace_back(ctx, 1h);
+    timers.back().async_wait(asio::bind_allocator(alloc, [&](const error_code& ec) { aborted_calls += ec == aborted; }));
+  }
+  BOOST_CHECK_EQUAL(counts.allocations.load(), std::size_t(n));  // one operation per wait
+  for (auto& t : timers) t.cancel();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(aborted_calls, n);
+  BOOST_CHECK_EQUAL(counts.allocations.load(), std::size_t(n));  // none more to deliver the aborts
+  BOOST_CHECK_EQUAL(counts.deallocations.load(), std::size_t(n));
+  BOOST_CHECK_EQUAL(counts.live_bytes.load(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_aborted_handler_leaves_run_and_the_rest_still_run_once) {
+  asio::io_context ctx;
+  constexpr int n = 5;
+  std::vector<int> calls(n, 0);
+  std::vector<tock::timer> timers;
+  for (int i = 0; i < n; ++i) {
+    timers.emplace_back(ctx, 1h);
+    timers.back().async_wait([&calls, i](const error_code& ec) {
+      BOOST_CHECK(ec == aborted);
+      ++calls[i];
+      if (i == 1) throw std::runtime_error("handler 1");
+    });
+  }
+  for (auto& t : timers) t.cancel();
+  BOOST_CHECK_THROW(ctx.run(), std::runtime_error);
+  BOOST_CHECK_EQUAL(calls[0], 1);
+  BOOST_CHECK_EQUAL(calls[1], 1);
+  ctx.restart();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  for (int i = 0; i < n; ++i) BOOST_CHECK_EQUAL(calls[i], 1);
+  BOOST_CHECK(tock::timer_service::of(ctx.get_executor()).invariants_hold());
+}
+
+BOOST_AUTO_TEST_CASE(an_abort_still_completes_after_its_signal_is_gone) {
+  asio::io_context ctx;
+  tock_test::completion c;
+  {
+    asio::cancellation_signal sig;
+    tock::async_sleep_for(ctx, 1h, asio::bind_cancellation_slot(sig.slot(), tock_test::record(c)));
+    sig.emit(asio::cancellation_type::terminal);
+  }
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK_EQUAL(c.ec, aborted);
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_wait_completes_from_run_with_capacity_exceeded) {
+  asio::io_context ctx;
+  auto& service = tock::timer_service::of(ctx.get_executor());
+  service.set_capacity(1);
+  tock::timer a(ctx, 1h), b(ctx, 1h);
+  tock_test::completion ca, cb, cs;
+  a.async_wait(tock_test::record(ca));
+  b.async_wait(tock_test::record(cb));
+  tock::async_sleep_for(ctx, 1h, tock_test::record(cs));
+  BOOST_CHECK_EQUAL(cb.calls, 0);  // not inside async_wait
+  a.cancel();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(cb.calls, 1);
+  BOOST_CHECK(cb.ec == tock::error::capacity_exceeded);
+  BOOST_CHECK_EQUAL(cs.calls, 1);
+  BOOST_CHECK(cs.ec == tock::error::capacity_exceeded);
+  BOOST_CHECK_EQUAL(ca.calls, 1);
+  BOOST_CHECK_EQUAL(ca.ec, aborted);
+}
+
+// Aborts from two threads while two others run the context: every wait completes exactly once.
+BOOST_AUTO_TEST_CASE(aborts_from_several_threads_complete_each_wait_once) {
+  asio::io_context ctx;
+  auto work = asio::make_work_guard(ctx);
+  constexpr int per_thread = 2000;
+  std::vector<std::atomic<int>> calls(2 * per_thread);
+  std::vector<std::thread> runners;
+  for (int i = 0; i < 2; ++i) runners.emplace_back([&ctx] { ctx.run(); });
+  std::vector<std::thread> cancellers;
+  for (int t = 0; t < 2; ++t)
+    cancellers.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        tock::timer timer(ctx, 1h);
+        std::atomic<int>& slot = calls[t * per_thread + i];
+        timer.async_wait([&slot](const error_code& ec) { slot += ec == aborted ? 1 : 100; });
+        if (i % 2 == 0) timer.cancel();  // the others are aborted by the destructor
+      }
+    });
+  for (auto& c : cancellers) c.join();
+  work.reset();
+  for (auto& r : runners) r.join();
+  for (auto& c : calls) BOOST_CHECK_EQUAL(c.load(), 1);
+}
+
+// Operations freed on another thread than the one that allocated them (the cache is per thread).
+BOOST_AUTO_TEST_CASE(operations_started_on_one_thread_complete_on_another) {
+  asio::io_context ctx;
+  int ok = 0;
+  std::thread starter([&] {
+    for (int i = 0; i < 1000; ++i) tock::async_sleep_for(ctx, -1ms, [&ok](const error_code& ec) { ok += !ec; });
+  });
+  starter.join();
+  std::thread runner([&ctx] { ctx.run(); });
+  runner.join();
+  BOOST_CHECK_EQUAL(ok, 1000);
+}
+
+BOOST_AUTO_TEST_CASE(a_timer_reads_back_the_executor_it_was_given) {
+  asio::io_context ctx;
+  tock::timer t(ctx);
+  BOOST_CHECK(t.get_executor() == asio::any_io_executor(ctx.get_executor()));
+  BOOST_CHECK(t.get_executor().target<asio::io_context::executor_type>() != nullptr);
+
+  auto strand = asio::make_strand(ctx);
+  tock::timer on_strand(asio::any_io_executor(strand), -1ms);
+  BOOST_CHECK(on_strand.get_executor() == asio::any_io_executor(strand));
+  bool in_strand = false;
+  on_strand.async_wait([&](const error_code&) { in_strand = strand.running_in_this_thread(); });
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK(in_strand);
+
+  tock::timer moved(std::move(on_strand));
+  BOOST_CHECK(moved.get_executor() == asio::any_io_executor(strand));
+  BOOST_CHECK(!on_strand.get_executor());  // moved-from, as a moved-from any_io_executor
+
+  tock::deadline d(ctx);
+  BOOST_CHECK(d.get_executor() == asio::any_io_executor(ctx.get_executor()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
