@@ -193,9 +193,10 @@ inline void print_report(const results& res) {
   };
   for (const char* s : {"tock_timer", "tock_sleep"}) rel("fire", s, big, &row::ns_per_op, 0.3, true);
   for (const char* s : {"tock_timer", "tock_sleep"}) rel("churn", s, big, &row::ns_per_op, 0.3, true);
-  for (const char* s : {"tock_timer", "tock_deadline"})
-    for (std::size_t n : res.ns("touch"))
-      if (res.has_system("touch", s)) rel("touch", s, n, &row::ns_per_op, 1.0, true, "watchdog");
+  // tock's idle timeout is the deadline extension (the "tock: a deadline extension"); tock_timer's
+  // touch, reset + new wait as with Asio, is in the table for comparison but is not the idiom.
+  for (std::size_t n : res.ns("touch"))
+    if (res.has_system("touch", "tock_deadline")) rel("touch", "tock_deadline", n, &row::ns_per_op, 1.0, true, "watchdog");
   {
     target_line l;
     l.what = "memory N=1M: tock_sleep <= 64 bytes per pending sleep";
@@ -214,10 +215,18 @@ inline void print_report(const results& res) {
       rel("lateness", s, n, &row::p99_us, 1.0, true);
       t.back().what = "lateness p99 " + t.back().what.substr(9);
     }
+  for (std::size_t n : res.ns("sparse"))
+    for (const char* s : {"tock_timer", "tock_sleep"}) {
+      rel("sparse", s, n, &row::ns_per_op, 1.0, true);
+      t.back().what = "sparse CPU " + t.back().what.substr(7);
+      rel("sparse", s, n, &row::wakeups, 1.0, true);
+      t.back().what = "sparse wake-ups " + t.back().what.substr(7);
+    }
   for (std::size_t n : res.ns("threads")) rel("threads", "tock_timer", n, &row::ops_per_s, 1.0, false);
-  for (const char* w : {"fire", "churn", "touch"})
-    for (const char* s : {"tock_timer", "tock_sleep", "tock_deadline"})
+  for (const char* w : {"fire", "churn"})
+    for (const char* s : {"tock_timer", "tock_sleep"})
       if (res.has_system(w, s)) rel(w, s, big, &row::ns_per_op, 1.5, true, "heap");
+  if (res.has_system("touch", "tock_deadline")) rel("touch", "tock_deadline", big, &row::ns_per_op, 1.5, true, "heap");
 
   std::printf("\n### Targets\n\n| target | measured | |\n|---|---:|---|\n");
   int met = 0, missed = 0;
