@@ -6,6 +6,19 @@
 #include <cstdint>
 #include <new>
 
+// Under AddressSanitizer the cache is off, so that a use of a freed operation is reported rather than
+// hidden by a recycled block.
+#if defined(__SANITIZE_ADDRESS__)
+#define TOCK_OP_MEMORY_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TOCK_OP_MEMORY_CACHE 0
+#endif
+#endif
+#ifndef TOCK_OP_MEMORY_CACHE
+#define TOCK_OP_MEMORY_CACHE 1
+#endif
+
 namespace tock::detail {
 
 // A thread-local cache of freed operation blocks, by size class. Two things Asio's recycling allocator does
@@ -76,9 +89,10 @@ class op_memory {
     return is_dead;
   }
 
-  // Null once the thread's cache is destroyed (blocks freed later by other thread_local destructors).
+  // Null once the thread's cache is destroyed (blocks freed later by other thread_local destructors), and
+  // always without the cache.
   static cache* local() noexcept {
-    if (dead()) return nullptr;
+    if (!TOCK_OP_MEMORY_CACHE || dead()) return nullptr;
     static thread_local cache k;
     return &k;
   }
