@@ -466,10 +466,10 @@ class basic_timer_service : public asio::execution_context::service {
   // or still waiting. O(waits of its timer).
   unlinked detach_locked(detail::wait_op& entry) {
     if (entry.next == nullptr) return unlinked::nothing;
-    detail::wait_op* prev = nullptr;
-    detail::wait_ring& ring = detail::wait_ring::ring_of(entry, prev);
+    detail::wait_op** link = nullptr;
+    detail::wait_ring& ring = detail::wait_ring::ring_of(entry, link);
     const bool was_due = ring.index_of(entry) < ring.due;
-    detail::wait_ring::unlink_after(*prev, entry);
+    detail::wait_ring::unlink(link, entry);
     if (was_due) {
       --ring.due;
       return unlinked::due;

@@ -33,10 +33,10 @@ enum class op_action {
 
 class service_core;
 
-// A wait on a timer. Waits of one timer form a ring through `next` that starts and ends at a sentinel held
-// by the timer; a sentinel is the one link with no completion function, which is how a walk recognises it.
-// The ring is ordered oldest first; the first `due` waits have fired but still wait to run on a foreign
-// executor (see `checked_at_run`), the rest are still waiting.
+// A wait on a timer. Waits of one timer form a list through `next` from the timer's ring, oldest first; the
+// last wait links to the ring's end mark, a tagged pointer to the ring itself, which is how a wait finds its
+// timer without holding a pointer to it (timers move). The first `due` waits have fired but still wait to
+// run on a foreign executor (see `checked_at_run`), the rest are still waiting.
 struct wait_op {
   using complete_fn = void (*)(wait_op*, service_core&, op_action, const error_code&);
 
@@ -48,107 +48,116 @@ struct wait_op {
   std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
 
+// The head of a timer's waits: 16 bytes.
 struct wait_ring {
-  wait_op sentinel{nullptr, &sentinel, false, 0};
+  wait_op* head;              // the oldest wait, or end() when there is none
   std::uint32_t waiting = 0;  // waits that have not fired
-  std::uint32_t due = 0;      // fired waits, at the front of the ring, whose handlers have not run yet
+  std::uint32_t due = 0;      // fired waits, at the front, whose handlers have not run yet
 
-  wait_ring() = default;
+  wait_ring() noexcept : head(end()) {}
   wait_ring(const wait_ring&) = delete;
   wait_ring& operator=(const wait_ring&) = delete;
 
-  bool empty() const noexcept { return sentinel.next == &sentinel; }
+  // What the last wait links to: this ring, tagged in the low bit (waits and rings are aligned).
+  wait_op* end() noexcept { return reinterpret_cast<wait_op*>(reinterpret_cast<std::uintptr_t>(this) | 1u); }
+  static bool is_end(const wait_op* p) noexcept { return (reinterpret_cast<std::uintptr_t>(p) & 1u) != 0; }
+
+  bool empty() const noexcept { return is_end(head); }
 
   // O(waits in the ring).
   void push_back(wait_op& op) noexcept {
-    wait_op* last = &sentinel;
-    while (last->next != &sentinel) last = last->next;
-    op.next = &sentinel;
-    last->next = &op;
+    wait_op** link = &head;
+    while (!is_end(*link)) link = &(*link)->next;
+    op.next = *link;
+    *link = &op;
     ++waiting;
   }
 
   // The oldest wait that has not fired, or null. O(due).
   wait_op* first_waiting() noexcept {
-    wait_op* op = sentinel.next;
-    for (std::uint32_t i = 0; i < due; ++i) op = op->next;
-    return op == &sentinel ? nullptr : op;
+    wait_op* op = *link_to_first_waiting();
+    return is_end(op) ? nullptr : op;
   }
 
   // Fires the oldest waiting wait: it leaves the ring, or joins the due prefix if it `checked_at_run`.
   // Requires waiting > 0. O(due).
   wait_op& fire_first() noexcept {
-    wait_op* prev = &sentinel;
-    for (std::uint32_t i = 0; i < due; ++i) prev = prev->next;
-    wait_op& op = *prev->next;
+    wait_op** link = link_to_first_waiting();
+    wait_op& op = **link;
     --waiting;
     if (op.checked_at_run)
       ++due;
     else
-      unlink_after(*prev, op);
+      unlink(link, op);
     return op;
   }
 
   // Takes the oldest waiting wait out of the ring, leaving fired ones. Requires waiting > 0. O(due).
   wait_op& take_first_waiting() noexcept {
-    wait_op* prev = &sentinel;
-    for (std::uint32_t i = 0; i < due; ++i) prev = prev->next;
-    wait_op& op = *prev->next;
+    wait_op** link = link_to_first_waiting();
+    wait_op& op = **link;
     --waiting;
-    unlink_after(*prev, op);
+    unlink(link, op);
     return op;
   }
 
   // Takes the oldest wait out of the ring; `was_due` tells whether it had fired. Requires !empty(). O(1).
   wait_op& take_front(bool& was_due) noexcept {
-    wait_op& op = *sentinel.next;
+    wait_op& op = *head;
     was_due = due > 0;
     if (was_due)
       --due;
     else
       --waiting;
-    unlink_after(sentinel, op);
+    unlink(&head, op);
     return op;
   }
 
-  // Takes `op`, whose predecessor is `prev`, out of the ring. O(1).
-  static void unlink_after(wait_op& prev, wait_op& op) noexcept {
-    prev.next = op.next;
+  // Takes `op` out of the ring, given the link that points to it. O(1).
+  static void unlink(wait_op** link, wait_op& op) noexcept {
+    *link = op.next;
     op.next = nullptr;
   }
 
-  // The ring a linked wait belongs to, and the wait before it. O(waits in the ring).
-  static wait_ring& ring_of(wait_op& op, wait_op*& prev) noexcept {
-    wait_op* s = op.next;
-    while (s->complete != nullptr) s = s->next;
-    wait_ring& ring = *reinterpret_cast<wait_ring*>(s);  // the sentinel is the ring's first member
-    prev = s;
-    while (prev->next != &op) prev = prev->next;
+  // The ring a linked wait belongs to, and the link that points to the wait. O(waits in the ring).
+  static wait_ring& ring_of(wait_op& op, wait_op**& link) noexcept {
+    wait_op* p = op.next;
+    while (!is_end(p)) p = p->next;
+    wait_ring& ring = *reinterpret_cast<wait_ring*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t(1));
+    link = &ring.head;
+    while (*link != &op) link = &(*link)->next;
     return ring;
   }
 
   // Position of a linked wait from the front: it is due if the position is below `due`.
   std::uint32_t index_of(const wait_op& op) const noexcept {
     std::uint32_t i = 0;
-    for (const wait_op* p = sentinel.next; p != &op; p = p->next) ++i;
+    for (const wait_op* p = head; p != &op; p = p->next) ++i;
     return i;
   }
 
-  // The ring object moved to `*this` from `from`: repoint the last wait at the new sentinel.
+  // The ring object moved to `*this` from `from`: repoint the last wait at the new end mark.
   void take_from(wait_ring& from) noexcept {
     waiting = from.waiting;
     due = from.due;
     if (from.empty()) {
-      sentinel.next = &sentinel;
+      head = end();
     } else {
-      sentinel.next = from.sentinel.next;
-      wait_op* last = sentinel.next;
-      while (last->next != &from.sentinel) last = last->next;
-      last->next = &sentinel;
+      head = from.head;
+      wait_op* last = head;
+      while (!is_end(last->next)) last = last->next;
+      last->next = end();
     }
-    from.sentinel.next = &from.sentinel;
+    from.head = from.end();
     from.waiting = 0;
     from.due = 0;
+  }
+
+ private:
+  wait_op** link_to_first_waiting() noexcept {
+    wait_op** link = &head;
+    for (std::uint32_t i = 0; i < due; ++i) link = &(*link)->next;
+    return link;
   }
 };
 
@@ -190,9 +199,9 @@ class service_core : public std::enable_shared_from_this<service_core> {
   bool settle_fired(wait_op& op) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (op.next == nullptr) return false;
-    wait_op* prev = nullptr;
-    wait_ring& ring = wait_ring::ring_of(op, prev);
-    wait_ring::unlink_after(*prev, op);
+    wait_op** link = nullptr;
+    wait_ring& ring = wait_ring::ring_of(op, link);
+    wait_ring::unlink(link, op);
     --ring.due;
     return true;
   }
