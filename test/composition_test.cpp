@@ -431,4 +431,35 @@ BOOST_AUTO_TEST_CASE(a_deferred_sleep_invoked_with_a_timeout_and_a_plain_handler
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
 }
 
+// --- use_future: its handler's executor belongs to no context; the deadline lives in the socket's.
+
+BOOST_AUTO_TEST_CASE(a_read_with_a_timeout_and_use_future_fails_with_timed_out) {
+  asio::io_context ctx;
+  socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  const auto start = steady_clock::now();
+  std::future<std::size_t> f = s.server.async_read_some(asio::buffer(buf), tock::timeout(10ms, asio::use_future));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE(f.wait_for(0s) == std::future_status::ready);
+  try {
+    f.get();
+    BOOST_FAIL("the read did not fail");
+  } catch (const boost::system::system_error& e) {
+    BOOST_CHECK_EQUAL(e.code(), timed_out);
+  }
+  BOOST_CHECK(steady_clock::now() - start >= 10ms);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_read_that_beats_its_timeout_with_use_future_returns_its_bytes) {
+  asio::io_context ctx;
+  socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  asio::write(s.client, asio::buffer("abc", 3));
+  std::future<std::size_t> f = s.server.async_read_some(asio::buffer(buf), tock::timeout(1h, asio::use_future));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(f.get(), 3u);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

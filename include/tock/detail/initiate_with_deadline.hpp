@@ -59,9 +59,7 @@ class initiate_with_deadline {
   template <typename Handler, typename... Args>
   void operator()(Handler&& handler, Args&&... args) && {
     const auto ex = asio::get_associated_executor(handler, initiation_executor(init_));
-    static_assert(!std::is_same_v<std::decay_t<decltype(ex)>, asio::system_executor>,
-                  "tock: a timed operation needs an I/O object's executor or a handler with an associated executor");
-    auto& service = registrar_.service_for(ex);
+    auto& service = service_for(ex);
     using service_type = std::decay_t<decltype(service)>;
     using op_type = deadline_bound_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>,
                                       typename Registrar::link_type>;
@@ -81,6 +79,19 @@ class initiate_with_deadline {
   }
 
  private:
+  // The service of the I/O object's context; without an I/O object, that of the handler's executor. (The
+  // handler's executor may be one no context owns, such as use_future's.)
+  template <typename Executor>
+  auto& service_for(const Executor& ex) const {
+    if constexpr (requires { init_.get_executor(); }) {
+      return registrar_.service_for(init_.get_executor());
+    } else {
+      static_assert(!std::is_same_v<Executor, asio::system_executor>,
+                    "tock: a timed operation needs an I/O object's executor or a handler with an associated executor");
+      return registrar_.service_for(ex);
+    }
+  }
+
   Initiation init_;
   Registrar registrar_;
 };
