@@ -3,6 +3,7 @@
 #define TOCK_TIMER_SERVICE_HPP
 
 #include <tock/detail/deadline_heap.hpp>
+#include <tock/detail/driver.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/wait_handlers.hpp>
@@ -800,6 +801,7 @@ class basic_timer_service : public asio::execution_context::service {
       parked_work_.reset();
       armed_at_ = time_point::max();
       driver_generation_.fetch_add(1, std::memory_order_relaxed);
+      driver_.cancel();
     }
     for (detail::sleep_op_base* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
     for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::destroy, error_code());
@@ -818,7 +820,7 @@ class basic_timer_service : public asio::execution_context::service {
   bool firing_ = false;  // the driver is running a batch: it re-arms when the batch ends
   std::unique_ptr<work_guard> parked_work_;  // held while waits are parked
   std::unique_ptr<work_guard> idle_work_;    // no longer needed; dropped by the caller after its posts
-  asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> driver_;
+  typename detail::driver_for<Clock, WaitTraits>::type driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed
   std::atomic<std::uint64_t> driver_generation_{0};  // written under the lock; read first without it
 };

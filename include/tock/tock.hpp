@@ -6,6 +6,7 @@
 #include <tock/basic_timer.hpp>
 #include <tock/deadline.hpp>
 #include <tock/error.hpp>
+#include <tock/manual_clock.hpp>
 #include <tock/timer.hpp>
 #include <tock/timeout.hpp>
 #include <tock/timer_service.hpp>

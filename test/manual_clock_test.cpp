@@ -1,0 +1,149 @@
+// tock::manual_clock: timers, deadlines and sleeps in virtual time fire when the test moves time past them,
+// in deadline order, and never before, whatever the real time. Every case measures from manual_clock::now()
+// (the virtual time is shared by the whole process).
+#include "test_support.hpp"
+#include "timed_ops_support.hpp"
+
+#include <tock/tock.hpp>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <array>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using tock::error_code;
+using tock::manual_clock;
+using manual_timer = tock::basic_timer<manual_clock>;
+using manual_deadline = tock::basic_deadline<manual_clock>;
+
+const error_code aborted = asio::error::operation_aborted;
+
+// Runs what is ready, including completions that become ready while doing so (a socket's cancellation).
+void settle(asio::io_context& ctx) {
+  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(manual_clock_test)
+
+BOOST_AUTO_TEST_CASE(a_timer_fires_when_time_is_moved_past_its_expiry_and_not_before) {
+  asio::io_context ctx;
+  manual_timer t(ctx, 10s);
+  tock_test::completion c;
+  t.async_wait(tock_test::record(c));
+  std::this_thread::sleep_for(20ms);  // real time does not matter
+  settle(ctx);
+  BOOST_CHECK_EQUAL(c.calls, 0);
+  manual_clock::advance(9s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(c.calls, 0);
+  manual_clock::advance(1s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(manual_clock::now() >= t.expiry());
+}
+
+BOOST_AUTO_TEST_CASE(timers_and_sleeps_fire_in_deadline_order_in_one_advance) {
+  asio::io_context ctx;
+  std::vector<int> order;
+  const auto start = manual_clock::now();
+  manual_timer a(ctx, start + 3s), b(ctx, start + 1s);
+  a.async_wait([&](const error_code&) { order.push_back(3); });
+  b.async_wait([&](const error_code&) { order.push_back(1); });
+  tock::async_sleep_until(ctx, start + 2s, [&](const error_code&) { order.push_back(2); });
+  tock::async_sleep_until(ctx, start + 1h, [&](const error_code& ec) { order.push_back(ec == aborted ? -1 : 99); });
+  manual_clock::advance(5s);
+  settle(ctx);
+  const std::vector<int> want{1, 2, 3};
+  BOOST_CHECK_EQUAL_COLLECTIONS(order.begin(), order.end(), want.begin(), want.end());
+  BOOST_CHECK_EQUAL(tock::basic_timer_service<manual_clock>::of(ctx.get_executor()).pending(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_deadline_pushed_later_fires_at_the_last_expiry) {
+  asio::io_context ctx;
+  manual_deadline dl(ctx, 10s);
+  tock_test::completion c;
+  dl.async_wait(tock_test::record(c));
+  manual_clock::advance(5s);
+  dl.expires_after(10s);  // later: the heap keeps the old key until it surfaces
+  manual_clock::advance(6s);  // the old key passes: the driver re-keys, nothing fires
+  settle(ctx);
+  BOOST_CHECK_EQUAL(c.calls, 0);
+  manual_clock::advance(3s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(c.calls, 0);
+  manual_clock::advance(1s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_read_times_out_in_virtual_time) {
+  asio::io_context ctx;
+  tock_test::socket_pair s(ctx);
+  manual_deadline idle(ctx, 30s);
+  std::array<char, 16> buf{};
+  tock_test::io_result r;
+  s.server.async_read_some(asio::buffer(buf), idle.bind(tock_test::record_io(r)));
+  settle(ctx);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  manual_clock::advance(29s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  manual_clock::advance(1s);
+  BOOST_REQUIRE(tock_test::run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(r.ec == tock::error::timed_out);
+}
+
+BOOST_AUTO_TEST_CASE(a_pending_virtual_wait_is_outstanding_work_until_time_moves) {
+  asio::io_context ctx;
+  manual_timer t(ctx, 1s);
+  tock_test::completion c;
+  t.async_wait(tock_test::record(c));
+  ctx.run_for(20ms);
+  BOOST_CHECK(!ctx.stopped());  // still waiting: run() would not return
+  BOOST_CHECK_EQUAL(c.calls, 0);
+  std::thread mover([] {
+    std::this_thread::sleep_for(10ms);
+    manual_clock::advance(1s);
+  });
+  BOOST_CHECK(tock_test::run_until_idle(ctx));
+  mover.join();
+  BOOST_CHECK_EQUAL(c.calls, 1);
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_needs_no_time_to_pass) {
+  asio::io_context ctx;
+  manual_timer t(ctx, 1h);
+  tock_test::completion c;
+  t.async_wait(tock_test::record(c));
+  BOOST_CHECK_EQUAL(t.cancel(), 1u);
+  BOOST_REQUIRE(tock_test::run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK_EQUAL(c.ec, aborted);
+}
+
+BOOST_AUTO_TEST_CASE(the_context_shuts_down_with_virtual_waits_pending) {
+  tock_test::completion c;
+  {
+    asio::io_context ctx;
+    manual_timer t(ctx, 1s);
+    t.async_wait(tock_test::record(c));
+  }
+  manual_clock::advance(2s);  // the service and its driver are gone: nothing to wake
+  BOOST_CHECK_EQUAL(c.calls, 0);  // aborted by the timer's destructor, destroyed unrun with the context
+}
+
+BOOST_AUTO_TEST_SUITE_END()
