@@ -100,6 +100,7 @@ class basic_timer {
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
+  // The executor given at construction (a copy; empty once moved from). O(1).
   executor_type get_executor() noexcept { return executor_.get(); }
 
   // Aborts every pending wait (operation_aborted), even one that fired but has not run; returns how many.

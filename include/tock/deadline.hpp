@@ -29,8 +29,9 @@ class deadline_bound_token;
 // deadline passes; async_wait() completes then. Use one deadline per direction for distinct read and write
 // limits. Destroying or cancel()ing it aborts its waits and cancels its bound operations (operation_aborted).
 //
-// Thread safety: distinct objects: safe. Shared objects: unsafe. Bound operations on a context run by several
-// threads need a strand, as every per-operation cancellation does in Asio.
+// Thread safety: distinct objects: safe. Shared objects: unsafe (the lock-free later move relies on it: only
+// the owner writes the expiry). Bound operations on a context run by several threads need a strand, as
+// every per-operation cancellation does in Asio.
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_deadline {
  public:
@@ -83,6 +84,7 @@ class basic_deadline {
   // Aborts waits and cancels bound operations. O(log N + attached).
   ~basic_deadline() { service_->destroy(impl_); }
 
+  // The executor given at construction (a copy; empty once moved from). O(1).
   executor_type get_executor() noexcept { return executor_.get(); }
 
   time_point expiry() const noexcept { return service_->expiry(impl_); }
