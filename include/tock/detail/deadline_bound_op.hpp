@@ -13,7 +13,6 @@
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/post.hpp>
 
 #include <atomic>
 #include <memory>

@@ -10,7 +10,6 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/post.hpp>
 
 #include <memory>
 #include <utility>
