@@ -404,15 +404,22 @@ class basic_timer_service : public asio::execution_context::service {
       return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
     }
     if (needs_slot_past_capacity_locked(impl)) {
-      core_->reserve_deferred_locked(1);
-      guard.op = nullptr;
-      const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
-      lock.unlock();
-      if (post) core_->post_drain();
+      refuse_locked(guard, lock);
       return;
     }
     link_wait_locked(impl, *op);
     guard.op = nullptr;
+  }
+
+  // Refuses a wait that found no heap slot: it completes with capacity_exceeded from the context. Throws
+  // only while `guard` still owns the operation.
+  template <typename Op>
+  void refuse_locked(unstarted_op<Op>& guard, std::unique_lock<std::mutex>& lock) {
+    core_->reserve_deferred_locked(1);
+    Op* op = std::exchange(guard.op, nullptr);
+    const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
+    lock.unlock();
+    if (post) core_->post_drain();
   }
 
   // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
@@ -536,24 +543,20 @@ class basic_timer_service : public asio::execution_context::service {
       lock.unlock();
       return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
     }
-    if (t == time_point::max())
-      reserve_parked_one();
-    else
-      heap_.reserve_one();
-    guard.op = nullptr;
     if (t == time_point::max()) {
+      reserve_parked_one();
+      guard.op = nullptr;
       park_locked(op->node);
       ++parked_waits_;
       update_work_locked();
       return;
     }
     if (slots_in_use_locked() >= capacity_) {
-      core_->reserve_deferred_locked(1);
-      const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
-      lock.unlock();
-      if (post) core_->post_drain();
+      refuse_locked(guard, lock);
       return;
     }
+    heap_.reserve_one();
+    guard.op = nullptr;
     op->node.seq = next_seq_++;
     heap_.push(op->node, t);
     ++heap_waits_;
