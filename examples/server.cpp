@@ -3,24 +3,34 @@
 // clients that stop reading their echoes; past --max-conn it turns new connections away.
 //
 //   server [PORT] [--port N] [--idle-ms N] [--request-ms N] [--write-ms N] [--max-conn N] [--sndbuf BYTES]
+//          [--stats-ms N]
 //
 // Defaults: idle 5000 ms (no byte received), request 3000 ms (a line not complete after its first byte),
 // write 3000 ms (an echo not written), max-conn 10000, sndbuf 4096 (SO_SNDBUF of accepted sockets, small
 // so that a client that stops reading soon blocks the server's writes).
 // PORT 0 (the default) picks an ephemeral port. The first line of stdout is `listening on 127.0.0.1:PORT`.
+// --stats-ms N (N > 0) then prints, every N ms while it runs, one line (flushed)
+//   stats: t_ms=T connections=C pending_timers=P accepted=A served_lines=S closed_idle=... ...
+// T: ms since the server started; C: open connections; P: tock::timer_service::pending() of its context;
+// then the other counters below, as name=value. The line comes from an asio::steady_timer, so that it is not
+// itself one of the pending tock timers it reports (scripts/soak.sh samples these lines).
 // SIGINT or SIGTERM stops it gracefully: it stops accepting, closes every connection, lets the io_context
 // drain, and prints its counters, one per line as `name: value`.
 #include "server_core.hpp"
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -29,7 +39,7 @@ namespace {
 [[noreturn]] void usage(const std::string& problem) {
     std::cerr << "server: " << problem << "\n"
               << "usage: server [PORT] [--port N] [--idle-ms N] [--request-ms N] [--write-ms N] [--max-conn N]"
-                 " [--sndbuf BYTES]\n";
+                 " [--sndbuf BYTES] [--stats-ms N]\n";
     std::exit(2);
 }
 
@@ -42,8 +52,14 @@ unsigned long long number(std::string_view flag, const char* text, unsigned long
     return value;
 }
 
-tock_examples::server_config parse(int argc, char** argv) {
+struct options {
     tock_examples::server_config config;  // its defaults are the ones above
+    std::chrono::milliseconds stats{0};   // 0: no stats lines
+};
+
+options parse(int argc, char** argv) {
+    options opt;
+    tock_examples::server_config& config = opt.config;
     const unsigned long long day_ms = 24ull * 3600 * 1000;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
@@ -53,7 +69,7 @@ tock_examples::server_config parse(int argc, char** argv) {
             continue;
         }
         static constexpr std::string_view flags[] = {"--port", "--idle-ms", "--request-ms", "--write-ms",
-                                                     "--max-conn", "--sndbuf"};
+                                                     "--max-conn", "--sndbuf", "--stats-ms"};
         if (std::find(std::begin(flags), std::end(flags), arg) == std::end(flags))
             usage("unknown option " + std::string(arg));
         if (i + 1 == argc) usage(std::string(arg) + " needs a value");
@@ -68,16 +84,43 @@ tock_examples::server_config parse(int argc, char** argv) {
             config.write = std::chrono::milliseconds(number(arg, value, day_ms));
         else if (arg == "--max-conn")
             config.max_connections = number(arg, value, 10'000'000);
-        else  // --sndbuf
+        else if (arg == "--sndbuf")
             config.send_buffer = static_cast<int>(number(arg, value, 64 << 20));
+        else  // --stats-ms
+            opt.stats = std::chrono::milliseconds(number(arg, value, day_ms));
     }
-    return config;
+    return opt;
+}
+
+// One `stats:` line (see the top of this file).
+void print_stats(std::chrono::steady_clock::duration since_start, const tock_examples::server_counters& c) {
+    std::ostringstream line;
+    line << "stats: t_ms=" << std::chrono::duration_cast<std::chrono::milliseconds>(since_start).count()
+         << " connections=" << c.open_connections << " pending_timers=" << c.pending_timers;
+    c.for_each([&line](std::string_view name, std::uint64_t value) {
+        if (name != "open_connections" && name != "pending_timers") line << ' ' << name << '=' << value;
+    });
+    std::cout << line.str() << std::endl;
+}
+
+// Prints a stats line every `period` (on the schedule start + k * period, so it does not drift) until the
+// timer is cancelled.
+void schedule_stats(boost::asio::steady_timer& timer, std::chrono::steady_clock::time_point start,
+                    std::chrono::milliseconds period, std::uint64_t k, const tock_examples::line_server& server) {
+    timer.expires_at(start + period * k);
+    timer.async_wait([&timer, start, period, k, &server](const boost::system::error_code& ec) {
+        if (ec) return;
+        print_stats(std::chrono::steady_clock::now() - start, server.counters());
+        schedule_stats(timer, start, period, k + 1, server);
+    });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const tock_examples::server_config config = parse(argc, argv);
+    const options opt = parse(argc, argv);
+    const tock_examples::server_config& config = opt.config;
+    const auto started = std::chrono::steady_clock::now();
     const auto files = tock_examples::raise_open_file_limit();
     if (files < config.max_connections + 64)
         std::cerr << "server: warning: only " << files << " open files allowed, --max-conn is "
@@ -85,16 +128,19 @@ int main(int argc, char** argv) {
     try {
         boost::asio::io_context ctx;
         tock_examples::line_server server(ctx, config);
+        boost::asio::steady_timer stats_timer(ctx);
 
         boost::asio::signal_set signals(ctx, SIGINT, SIGTERM);
         signals.async_wait([&](const boost::system::error_code& ec, int signal) {
             if (ec) return;
             std::cerr << "server: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
+            stats_timer.cancel();
             server.stop();
         });
 
         const auto endpoint = server.local_endpoint();
         std::cout << "listening on " << endpoint.address().to_string() << ":" << endpoint.port() << std::endl;
+        if (opt.stats.count() > 0) schedule_stats(stats_timer, started, opt.stats, 1, server);
 
         const tock_examples::server_counters counters = server.run_until_stopped();
         std::cout << counters << std::flush;
