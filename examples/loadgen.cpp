@@ -6,16 +6,22 @@
 //   nonreading  sends lines as fast as it can and never reads           -> closed by the server (write limit)
 //
 //   loadgen [127.0.0.1:]PORT [--active N] [--idle N] [--slowloris N] [--nonreading N] [--duration-ms D]
-//           [--interval-ms I] [--connect-concurrency C] [--quiet]
+//           [--interval-ms I] [--connect-concurrency C] [--churn] [--lifetime-ms L] [--quiet]
 //
 // Defaults: 1000 active, 1000 idle, 500 slowloris, 100 non-reading, 3000 ms, a 200 ms interval; the server's
 // limits must be well within --duration-ms (e.g. server --idle-ms 1000 --request-ms 1500 --write-ms 1000, as
 // scripts/demo.sh runs it), and its idle limit above --interval-ms.
 //
+// By default each connection is opened once. With --churn the counts are connections open at a time, for the
+// whole run: a connection that is over (the server closed it, or an active one whose lifetime is up) is
+// replaced, after a random pause of up to --interval-ms, by a new one of the same kind, until the end of the
+// run. Active connections then close themselves after a lifetime drawn uniformly from [L/2, 3L/2]
+// (--lifetime-ms L, default 3000), so that they churn too. scripts/soak.sh runs it this way.
+//
 // It stops by itself after --duration-ms (every operation is timed with tock::timeout_at), prints a live
 // progress line on stderr (at most 4 updates a second; one line a second when stderr is not a terminal) and
 // a summary table, and exits 0 when every connection behaved as expected, 1 otherwise (2: bad arguments).
-// Opens at most active+idle+slowloris+nonreading connections, to a loopback address only.
+// Has at most active+idle+slowloris+nonreading connections open at a time, to a loopback address only.
 #include <tock/timeout.hpp>
 #include <tock/tock.hpp>
 
@@ -49,6 +55,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -70,13 +77,16 @@ struct options {
     milliseconds duration{3000};
     milliseconds interval{200};
     std::size_t connect_concurrency = 256;
+    bool churn = false;          // replace connections that are over, until the end of the run
+    milliseconds lifetime{3000};  // under churn: an active connection's mean lifetime
     bool quiet = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
     std::cerr << "loadgen: " << problem << "\n"
               << "usage: loadgen [127.0.0.1:]PORT [--active N] [--idle N] [--slowloris N] [--nonreading N]"
-                 " [--duration-ms D] [--interval-ms I] [--connect-concurrency C] [--quiet]\n";
+                 " [--duration-ms D] [--interval-ms I] [--connect-concurrency C] [--churn] [--lifetime-ms L]"
+                 " [--quiet]\n";
     std::exit(2);
 }
 
@@ -101,6 +111,10 @@ options parse(int argc, char** argv) {
             opt.quiet = true;
             continue;
         }
+        if (arg == "--churn") {
+            opt.churn = true;
+            continue;
+        }
         if (arg.rfind("--", 0) != 0) {  // [HOST:]PORT
             const auto colon = arg.rfind(':');
             if (colon != std::string::npos) host = arg.substr(0, colon);
@@ -111,7 +125,7 @@ options parse(int argc, char** argv) {
         }
         static const std::vector<std::string> flags = {"--active", "--idle", "--slowloris", "--nonreading",
                                                        "--duration-ms", "--interval-ms", "--connect-concurrency",
-                                                       "--port"};
+                                                       "--port", "--lifetime-ms"};
         if (std::find(flags.begin(), flags.end(), arg) == flags.end()) usage("unknown option " + arg);
         if (i + 1 == argc) usage(arg + " needs a value");
         const std::string value = argv[++i];
@@ -124,6 +138,7 @@ options parse(int argc, char** argv) {
         else if (arg == "--interval-ms") opt.interval = milliseconds(std::max(1ull, number(arg, value, 3'600'000)));
         else if (arg == "--connect-concurrency")
             opt.connect_concurrency = std::max(1ull, number(arg, value, 100'000));
+        else if (arg == "--lifetime-ms") opt.lifetime = milliseconds(std::max(2ull, number(arg, value, 3'600'000)));
         else {  // --port
             port = static_cast<unsigned short>(number(arg, value, 65535));
             have_port = true;
@@ -161,6 +176,8 @@ struct kind_stats {
     std::size_t opened = 0;
     std::size_t closed_by_server = 0;
     std::size_t finished = 0;             // connections (or connection attempts) that are over
+    std::size_t open_at_end = 0;          // the run ended while they were open
+    std::size_t ended_by_client = 0;      // active connections that closed themselves before the run ended
     std::size_t errors = 0;
     std::vector<long long> close_ms;      // when the server closed them, after connect
     std::uint64_t lines = 0;              // echoes checked (active)
@@ -170,7 +187,8 @@ struct kind_stats {
 class load_generator {
 public:
     load_generator(asio::io_context& ctx, const options& opt)
-        : ctx_(ctx), opt_(opt), start_(clock_type::now()), end_(start_ + opt.duration), progress_timer_(ctx) {
+        : ctx_(ctx), opt_(opt), start_(clock_type::now()), end_(start_ + opt.duration), rng_(6789),
+          progress_timer_(ctx) {
         for (int k = 0; k < kinds; ++k) plan_.insert(plan_.end(), opt.count[k], static_cast<kind>(k));
         std::mt19937 rng(12345);  // mixed kinds while connecting, the same order every run
         std::shuffle(plan_.begin(), plan_.end(), rng);
@@ -183,13 +201,14 @@ public:
         asio::co_spawn(ctx_, progress(), rethrow);
     }
 
-    bool finished() const { return total_finished() == plan_.size(); }
+    // Every planned connection (under --churn: every slot) is over.
+    bool finished() const { return slots_done_ == plan_.size(); }
 
     // Prints the summary table; true when every kind behaved as expected.
     bool report(std::ostream& os) const {
         bool ok = finished();
-        os << "loadgen: " << plan_.size() << " connections to " << opt_.server << " for " << opt_.duration.count()
-           << " ms, interval " << opt_.interval.count() << " ms\n";
+        os << "loadgen: " << plan_.size() << (opt_.churn ? " connections at a time (churn)" : " connections") << " to "
+           << opt_.server << " for " << opt_.duration.count() << " ms, interval " << opt_.interval.count() << " ms\n";
         os << std::left << std::setw(11) << "kind" << std::right << std::setw(7) << "wanted" << std::setw(8)
            << "opened" << std::setw(18) << "closed_by_server" << std::setw(28) << "closed at ms min/median/max"
            << std::setw(8) << "errors" << "  expected            result\n";
@@ -197,7 +216,15 @@ public:
             const kind_stats& s = stats_[k];
             const std::size_t wanted = opt_.count[k];
             const bool expect_closed = k != active;
-            const bool kind_ok = s.opened == wanted && s.errors == 0 && s.finished == wanted &&
+            // Under --churn: every connection over and accounted for, each slot's first one (at least) closed by
+            // the server for the kinds it must close, none by the server for active ones.
+            const bool kind_ok =
+                opt_.churn ? s.opened >= wanted && s.errors == 0 && s.finished == s.opened &&
+                                 (expect_closed ? s.closed_by_server >= wanted &&
+                                                      s.closed_by_server + s.open_at_end == s.opened
+                                                : s.closed_by_server == 0 &&
+                                                      s.ended_by_client + s.open_at_end == s.opened)
+                           : s.opened == wanted && s.errors == 0 && s.finished == wanted &&
                                  s.closed_by_server == (expect_closed ? wanted : 0);
             ok = ok && kind_ok;
             std::string when = "-";
@@ -209,16 +236,23 @@ public:
             }
             os << std::left << std::setw(11) << kind_names[k] << std::right << std::setw(7) << wanted << std::setw(8)
                << s.opened << std::setw(18) << s.closed_by_server << std::setw(28) << when << std::setw(8) << s.errors
-               << "  " << std::left << std::setw(20) << (expect_closed ? "closed by server" : "open until the end")
+               << "  " << std::left << std::setw(20)
+               << (expect_closed ? "closed by server" : opt_.churn ? "closed by itself" : "open until the end")
                << (kind_ok ? "ok" : "UNEXPECTED") << std::right << "\n";
         }
-        os << "(closed at: ms after the client started connecting)\n"
-           << "active lines echoed: " << stats_[active].lines << "\n";
+        os << "(closed at: ms after the client started connecting)\n";
+        if (opt_.churn) {
+            os << "churn: wanted = open at a time, opened = over the whole run; still open when the run ended:";
+            for (int k = 0; k < kinds; ++k) os << " " << kind_names[k] << " " << stats_[k].open_at_end;
+            os << "; active closed by themselves (lifetime up): " << stats_[active].ended_by_client << "\n";
+        }
+        os << "active lines echoed: " << stats_[active].lines << "\n";
         for (int k = 0; k < kinds; ++k)
             for (const auto& [what, n] : stats_[k].error_kinds)
                 os << "error: " << kind_names[k] << ": " << what << " x" << n << "\n";
         if (!finished())
-            os << "error: " << plan_.size() - total_finished() << " connections did not finish in time\n";
+            os << "error: " << plan_.size() - slots_done_ << (opt_.churn ? " slots" : " connections")
+               << " did not finish in time\n";
         os << (ok ? "loadgen: as expected\n" : "loadgen: NOT as expected\n");
         return ok;
     }
@@ -231,10 +265,10 @@ private:
     // Operations end with tock::error::timed_out when the run is over.
     auto until_end() const { return tock::timeout_at(end_, tuple_awaitable); }
 
-    std::size_t total_finished() const {
-        std::size_t n = 0;
-        for (const auto& s : stats_) n += s.finished;
-        return n;
+    // A planned connection (under --churn, a slot) is over.
+    void slot_done() {
+        ++slots_done_;
+        if (finished()) progress_timer_.cancel();  // the progress line has nothing more to say
     }
 
     void error(kind k, const std::string& what) {
@@ -250,7 +284,10 @@ private:
 
     // What a failed operation means for connection kind `k`: the run's end, the server closing it, or an error.
     void ended(kind k, const error_code& ec, clock_type::time_point started, const char* during) {
-        if (ec == tock::error::timed_out) return;  // the run is over and the server kept it open
+        if (ec == tock::error::timed_out) {  // the run is over and the server kept it open
+            ++stats_[k].open_at_end;
+            return;
+        }
         if (closed_by_peer(ec))
             closed(k, started);
         else
@@ -264,38 +301,75 @@ private:
         return block;
     }
 
+    // Opens a connection of kind `k`. Returns whether it is open, the socket, and when connecting started
+    // (times are measured from there: the server cannot have accepted the connection earlier). A failure is
+    // an error of kind `k` and a finished attempt, except, under --churn, a connect cut short by the run's end.
+    asio::awaitable<std::tuple<bool, tcp::socket, clock_type::time_point>> connect(kind k) {
+        const auto ex = co_await asio::this_coro::executor;
+        tcp::socket socket(ex);
+        error_code ec;
+        socket.open(opt_.server.protocol(), ec);
+        if (!ec && k == nonreading) {
+            // Small buffers: the server's echoes back up (and its writes block) after a few KiB.
+            socket.set_option(asio::socket_base::receive_buffer_size(4096), ec);
+            socket.set_option(asio::socket_base::send_buffer_size(4096), ec);
+        }
+        const auto connecting = clock_type::now();
+        if (!ec) {
+            const auto limit = std::min(end_, connecting + std::chrono::seconds(5));
+            std::tie(ec) = co_await socket.async_connect(opt_.server, tock::timeout_at(limit, tuple_awaitable));
+        }
+        if (ec) {
+            error_code ignored;
+            socket.close(ignored);
+            if (!(opt_.churn && ec == tock::error::timed_out && clock_type::now() >= end_)) {
+                error(k, "connect: " + ec.message());
+                ++stats_[k].finished;
+            }
+            co_return std::make_tuple(false, std::move(socket), connecting);
+        }
+        ++stats_[k].opened;
+        ++open_;
+        co_return std::make_tuple(true, std::move(socket), connecting);
+    }
+
+    // Opens the planned connections, at most --connect-concurrency of these coroutines at a time.
     asio::awaitable<void> connector() {
         const auto ex = co_await asio::this_coro::executor;
         while (next_ < plan_.size()) {
             const kind k = plan_[next_++];
-            tcp::socket socket(ex);
-            error_code ec;
-            socket.open(opt_.server.protocol(), ec);
-            if (!ec && k == nonreading) {
-                // Small buffers: the server's echoes back up (and its writes block) after a few KiB.
-                socket.set_option(asio::socket_base::receive_buffer_size(4096), ec);
-                socket.set_option(asio::socket_base::send_buffer_size(4096), ec);
-            }
-            // Times are measured from here: the server cannot have accepted the connection earlier.
-            const auto connecting = clock_type::now();
-            if (!ec) {
-                const auto limit = std::min(end_, connecting + std::chrono::seconds(5));
-                std::tie(ec) = co_await socket.async_connect(
-                    opt_.server, tock::timeout_at(limit, tuple_awaitable));
-            }
-            if (ec) {
-                error(k, "connect: " + ec.message());
-                ++stats_[k].finished;
-                if (finished()) progress_timer_.cancel();
-                continue;
-            }
-            ++stats_[k].opened;
-            ++open_;
-            asio::co_spawn(ex, session(k, std::move(socket), connecting), rethrow);
+            auto [open, socket, connecting] = co_await connect(k);
+            if (opt_.churn)
+                asio::co_spawn(ex, churn_slot(k, std::move(socket), connecting, open), rethrow);
+            else if (open)
+                asio::co_spawn(ex, session(k, std::move(socket), connecting), rethrow);
+            else
+                slot_done();
         }
     }
 
+    // Without --churn: one connection, then its slot is done.
     asio::awaitable<void> session(kind k, tcp::socket socket, clock_type::time_point started) {
+        co_await connection(k, socket, started);
+        slot_done();
+    }
+
+    // With --churn: the connection `socket` (if `open`), then new ones of the same kind, each after a random
+    // pause of up to --interval-ms, until the end of the run.
+    asio::awaitable<void> churn_slot(kind k, tcp::socket socket, clock_type::time_point started, bool open) {
+        std::uniform_int_distribution<long long> pause_ms(0, opt_.interval.count());
+        for (;;) {
+            if (open) co_await connection(k, socket, started);
+            if (clock_type::now() >= end_) break;
+            co_await tock::sleep_until(std::min(end_, clock_type::now() + milliseconds(pause_ms(rng_))));
+            if (clock_type::now() >= end_) break;
+            std::tie(open, socket, started) = co_await connect(k);
+        }
+        slot_done();
+    }
+
+    // Runs an open connection of kind `k` until it is over, then closes it.
+    asio::awaitable<void> connection(kind k, tcp::socket& socket, clock_type::time_point started) {
         switch (k) {
             case active: co_await run_active(socket, started); break;
             case idle: co_await run_idle(socket, started); break;
@@ -307,15 +381,21 @@ private:
         socket.close(ignored);
         --open_;
         ++stats_[k].finished;
-        if (finished()) progress_timer_.cancel();  // the progress line has nothing more to say
     }
 
-    // A line every interval, each echo checked, until the end of the run.
+    // A line every interval, each echo checked, until the end of the run (under --churn, of its lifetime).
     asio::awaitable<void> run_active(tcp::socket& socket, clock_type::time_point started) {
         error_code ignored;
         const std::string id = std::to_string(socket.local_endpoint(ignored).port());
         std::string received;
-        for (std::int64_t seq = 0; clock_type::now() < end_; ++seq) {
+        auto stop = end_;
+        if (opt_.churn) {
+            const long long l = opt_.lifetime.count();
+            std::uniform_int_distribution<long long> lifetime_ms(l / 2, l + l / 2);
+            stop = std::min(end_, started + milliseconds(lifetime_ms(rng_)));
+        }
+        for (std::int64_t seq = 0;; ++seq) {
+            if (clock_type::now() >= stop) break;
             const std::string line = "active " + id + " line " + std::to_string(seq) + "\n";
             auto [ec, n] = co_await asio::async_write(socket, asio::buffer(line), until_end());
             if (ec) co_return ended(active, ec, started, "write");
@@ -326,9 +406,13 @@ private:
             received.erase(0, m);
             ++stats_[active].lines;
             const auto next = started + opt_.interval * (seq + 1);
-            if (next >= end_) break;
+            if (next >= stop) break;
             co_await tock::sleep_until(next);
         }
+        if (clock_type::now() < end_)  // closed by itself (under --churn: its lifetime is up) before the run's end
+            ++stats_[active].ended_by_client;
+        else
+            ++stats_[active].open_at_end;
     }
 
     // Nothing sent: waits for the server to close it.
@@ -351,7 +435,10 @@ private:
                 asio::buffer(&reply, 1), tock::timeout_at(next, tuple_awaitable));
             if (!rec) co_return error(slowloris, "the server sent data");
             if (rec != tock::error::timed_out) co_return ended(slowloris, rec, started, "read");
-            if (next == end_) co_return;  // the run is over and the server kept it open
+            if (next == end_) {  // the run is over and the server kept it open
+                ++stats_[slowloris].open_at_end;
+                co_return;
+            }
         }
     }
 
@@ -372,7 +459,9 @@ private:
         std::ostringstream line;
         const std::chrono::duration<double> elapsed = clock_type::now() - start_;
         line << std::fixed << std::setprecision(1) << elapsed.count()
-             << " s  connected " << opened << "/" << plan_.size() << "  open " << open_
+             << " s  connected " << opened;
+        if (!opt_.churn) line << "/" << plan_.size();
+        line << "  open " << open_
              << "  closed by server:";
         for (int k = 0; k < kinds; ++k) line << " " << kind_names[k] << " " << stats_[k].closed_by_server;
         line << "  errors " << errors;
@@ -404,6 +493,8 @@ private:
     const clock_type::time_point end_;
     std::vector<kind> plan_;
     std::size_t next_ = 0;
+    std::size_t slots_done_ = 0;
+    std::mt19937 rng_;  // pauses and lifetimes under --churn
     std::size_t open_ = 0;
     std::array<kind_stats, kinds> stats_;
     std::string block_;
