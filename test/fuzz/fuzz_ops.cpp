@@ -681,6 +681,16 @@ struct run {
     signals[s]->emit(type);
   }
 
+  // Whether a wait aborted or refused on the context's own executor has not completed yet: then a drain is
+  // queued on the context, ready to run.
+  bool drain_pending() const {
+    for (const auto& w : m.waits)
+      if (w.decided && !w.strand && !w.done() &&
+          (w.k == kind::timer_wait || w.k == kind::deadline_wait || w.k == kind::sleep))
+        return true;
+    return false;
+  }
+
   // After a full poll: every wait whose outcome is known, or whose time has come, has completed.
   void check_progress() {
     const time_point now = clock_type::now();
@@ -760,7 +770,10 @@ struct run {
         break;
       case 13:
         if (ctx->stopped()) ctx->restart();
-        ctx->run_one_for(std::chrono::seconds(0));  // never blocks: returns when nothing is ready
+        if (drain_pending())
+          ctx->run_one();  // a drain is queued, so this returns (a hang here is a finding: -timeout)
+        else
+          ctx->run_one_for(std::chrono::seconds(0));  // never blocks: returns when nothing is ready
         break;
       default:
         clock_type::advance(milliseconds(in.ConsumeIntegralInRange<int>(1, 6)));
