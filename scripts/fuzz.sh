@@ -97,7 +97,9 @@ for t in "${targets[@]}"; do
     echo "=== $t: fuzzing for $seconds s (log: $log)"
     start=$SECONDS
     rc=0
-    "${run[@]}" "$dir/test/fuzz/$t" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
+    # The outer timeout: libFuzzer's own -timeout handler is not async-signal-safe under TSan and can hang.
+    TOCK_FUZZ_FAILED_INPUT="build/fuzz-artifacts/$t-failed-input" \
+        timeout -k 10 $((seconds + 120)) "${run[@]}" "$dir/test/fuzz/$t" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
         -rss_limit_mb=2560 -max_len=2048 -artifact_prefix="build/fuzz-artifacts/$t-" </dev/null >"$log" 2>&1 || rc=$?
     ran=$((SECONDS - start))
     # A sanitizer report that did not end the process still fails the run.

@@ -11,7 +11,11 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/local/connect_pair.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -45,14 +49,28 @@ using timer_type = tock::basic_timer<clock_type>;
 using deadline_type = tock::basic_deadline<clock_type>;
 using service_type = tock::basic_timer_service<clock_type>;
 using strand_type = asio::strand<asio::io_context::executor_type>;
+using socket_type = asio::local::stream_protocol::socket;
 using std::chrono::milliseconds;
 
 constexpr std::size_t ops_per_thread = 100;
 constexpr std::size_t max_waits = 2 * ops_per_thread;
 
+// The input being run, saved by fail(): abort() would go through libFuzzer's crash handler, which is not
+// async-signal-safe and can deadlock under TSan while other threads hold its internal locks.
+const std::uint8_t* current_data = nullptr;
+std::size_t current_size = 0;
+
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "fuzz_threads: check failed: %s\n", what);
-  std::abort();
+  const char* path = std::getenv("TOCK_FUZZ_FAILED_INPUT");
+  if (path == nullptr) path = "fuzz_threads-failed-input";
+  if (std::FILE* f = std::fopen(path, "wb")) {
+    std::fwrite(current_data, 1, current_size, f);
+    std::fclose(f);
+    std::fprintf(stderr, "fuzz_threads: input written to %s\n", path);
+  }
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 #define CHECK(cond)            \
   do {                         \
@@ -104,6 +122,19 @@ struct wait_handler {
   }
 };
 
+// A read's handler, on the strand: also clears the worker's "a read is pending" flag.
+struct read_handler {
+  guard g;
+  bool* reading;
+  void operator()(const error_code& ec, std::size_t) {
+    g.called = true;
+    *reading = false;
+    CHECK(g.m->waits[g.id].completions.fetch_add(1) == 0);
+    CHECK(!ec || ec == asio::error::operation_aborted || ec == tock::error::timed_out ||
+          ec == tock::error::capacity_exceeded);
+  }
+};
+
 // One issuing thread's objects and operations.
 struct worker {
   model& m;
@@ -119,9 +150,19 @@ struct worker {
   time_point stimer_expiry{};
   std::array<asio::cancellation_signal, 2> signals;
   std::array<int, 2> sig_wait{-1, -1};
+  std::optional<deadline_type> sdl;
+  std::optional<socket_type> reader;  // reads are started on the strand
+  bool reading = false;
+  std::array<char, 1> buf{};
+  // Written to by this thread only.
+  std::optional<socket_type> writer;
 
   worker(model& m_, asio::io_context& c, const std::uint8_t* data, std::size_t size)
-      : m(m_), ctx(c), in(data, size), strand(std::in_place, c.get_executor()) {}
+      : m(m_), ctx(c), in(data, size), strand(std::in_place, c.get_executor()) {
+    reader.emplace(c);
+    writer.emplace(c);
+    asio::local::connect_pair(*reader, *writer);
+  }
 
   time_point pick_time() {
     const time_point now = clock_type::now();
@@ -195,6 +236,13 @@ struct worker {
       case 11:
         clock_type::advance(milliseconds(in.ConsumeIntegralInRange<int>(0, 4)));
         break;
+      case 15:
+        if (in.ConsumeBool()) {
+          const char b = 'x';
+          asio::write(*writer, asio::buffer(&b, 1));
+          break;
+        }
+        [[fallthrough]];
       case 12: {
         const std::size_t n = in.ConsumeBool() ? 1u << 20 : in.ConsumeIntegralInRange<std::size_t>(0, 4);
         service_type::of(ctx.get_executor()).set_capacity(n);
@@ -208,7 +256,7 @@ struct worker {
 
   // Operations with per-operation cancellation: on the strand.
   void strand_step() {
-    const int op = in.ConsumeIntegralInRange<int>(0, 5);
+    const int op = in.ConsumeIntegralInRange<int>(0, 9);
     const int s = in.ConsumeIntegralInRange<int>(0, 1);
     const time_point e = pick_time();
     const auto type = in.ConsumeBool() ? asio::cancellation_type::terminal : asio::cancellation_type::partial;
@@ -242,8 +290,40 @@ struct worker {
         case 4:
           if (stimer) stimer->cancel();
           break;
-        default:
+        case 5:
           stimer.reset();
+          break;
+        case 6:  // a read bound to the strand's deadline
+          if (sdl && !reading) {
+            reading = true;
+            const int id = m.add(time_point::max());
+            if (sig_free(s)) {
+              sig_wait[s] = id;
+              reader->async_read_some(asio::buffer(buf), asio::bind_cancellation_slot(signals[s].slot(),
+                  sdl->bind(asio::bind_executor(*strand, read_handler{guard(&m, id), &reading}), type)));
+            } else {
+              reader->async_read_some(asio::buffer(buf),
+                                      sdl->bind(asio::bind_executor(*strand, read_handler{guard(&m, id), &reading})));
+            }
+          }
+          break;
+        case 7:  // a read with a steady_clock timeout that never fires in a run, or is due at once
+          if (!reading) {
+            reading = true;
+            const int id = m.add(time_point::max());
+            const auto d = e == time_point::max() ? std::chrono::steady_clock::duration(0)
+                                                  : std::chrono::steady_clock::duration(std::chrono::hours(10));
+            reader->async_read_some(asio::buffer(buf), tock::timeout(d, asio::bind_executor(
+                *strand, read_handler{guard(&m, id), &reading}), type));
+          }
+          break;
+        case 8:
+          if (!sdl) sdl.emplace(ctx.get_executor(), e);
+          else sdl->expires_at(e);
+          break;
+        default:
+          if (sdl && type == asio::cancellation_type::terminal) sdl->cancel();
+          else sdl.reset();
           break;
       }
     });
@@ -256,14 +336,19 @@ struct worker {
     dl.reset();
     on_strand([&] {
       stimer.reset();
+      sdl.reset();
+      reader.reset();
       for (auto& s : signals) s.emit(asio::cancellation_type::terminal);
     });
+    writer.reset();  // after the reader: a pending read is aborted, it does not see the end of the stream
   }
 };
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  current_data = data;
+  current_size = size;
   auto m = std::make_unique<model>();
   {
     std::optional<asio::io_context> ctx(std::in_place, 2);
