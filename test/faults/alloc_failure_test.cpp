@@ -66,6 +66,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -88,9 +89,16 @@ thread_local long seen = 0;          // allocations made on this thread while co
 thread_local bool counting = false;
 std::atomic<long> live{0};           // blocks from operator new not yet deleted, all threads
 
+// Where an injected failure is thrown from: a place for a debugger's breakpoint.
+[[gnu::noinline]] void injected() { asm volatile(""); }
+
 inline bool fail_now() noexcept {
   if (counting) ++seen;
-  return countdown > 0 && --countdown == 0;
+  if (countdown > 0 && --countdown == 0) {
+    injected();
+    return true;
+  }
+  return false;
 }
 
 inline void* allocate(std::size_t n) {
@@ -194,7 +202,10 @@ class fault_allocator {
 
   T* allocate(std::size_t n) {
     if (g_halloc.counting) ++g_halloc.seen;
-    if (g_halloc.countdown > 0 && --g_halloc.countdown == 0) throw std::bad_alloc();
+    if (g_halloc.countdown > 0 && --g_halloc.countdown == 0) {
+      fi::injected();
+      throw std::bad_alloc();
+    }
     T* p = std::allocator<T>().allocate(n);
     ++g_halloc.live;
     return p;
@@ -210,6 +221,23 @@ class fault_allocator {
 };
 
 enum class mode { global, handler };
+
+// The step a child is in, readable by the parent after the child died (shared memory, written without
+// allocating).
+char* shared_step() {
+  static char* p = static_cast<char*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  return p;
+}
+void note_step(const char* name, bool threw) {
+  char* p = shared_step();
+  if (threw) {
+    std::strncpy(p + 256, name, 200);
+    return;
+  }
+  std::strncpy(p, name, 200);
+  p[200] = 0;
+}
 
 // --- What happened to one wait: every attempt to start it made one handler; each live handler must be
 // destroyed exactly once, and the wait completed exactly once.
@@ -288,6 +316,7 @@ class script {
   template <typename F>
   void step(const char* name, F&& f, bool is_poll = false) {
     const int index = steps_++;
+    note_step(name, false);
     const std::size_t pending_before = pending();
     const int invoked_before = invoked();
     try {
@@ -298,6 +327,7 @@ class script {
       if (failed_step_ >= 0) violation("a second step threw bad_alloc");
       failed_step_ = index;
       failed_name_ = name;
+      note_step(name, true);
       if (!is_poll) {
         if (pending() != pending_before)
           violation("the throwing step changed pending(): " + std::to_string(pending_before) + " -> " +
@@ -599,6 +629,8 @@ outcome run_forked(scenario_fn f, mode m, long k) {
   std::fflush(nullptr);
   int fds[2];
   BOOST_REQUIRE(pipe(fds) == 0);
+  shared_step()[0] = 0;
+  shared_step()[256] = 0;
   const pid_t pid = fork();
   BOOST_REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -635,8 +667,10 @@ outcome run_forked(scenario_fn f, mode m, long k) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    o.crash = hung ? std::string("hung, killed") : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                  : "exit status " + std::to_string(WEXITSTATUS(status));
+    o.crash = std::string("in step ") + shared_step() +
+              (shared_step()[256] ? std::string(", after ") + (shared_step() + 256) + " threw" : std::string()) +
+              ": " + (hung ? std::string("hung, killed") : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                  : "exit status " + std::to_string(WEXITSTATUS(status)));
     return o;
   }
   std::istringstream in(text);
@@ -667,6 +701,11 @@ outcome run_forked(scenario_fn f, mode m, long k) {
 // Baseline, then every k. Returns the number of failing points; prints a summary.
 int exercise(const char* name, scenario_fn f, mode m) {
   const char* mode_name = m == mode::global ? "operator new" : "handler allocator";
+  if (const char* only = std::getenv("TOCK_FAULTS_ONLY")) {  // debugging: one point, in this process
+    (void)run_in_child(f, m, 0);
+    std::cout << run_in_child(f, m, std::atol(only));
+    return 0;
+  }
   // Once in this process first, so that what a first run initialises for good (statics, the manual clock's
   // registry) is inherited by every child instead of looking like a leak there.
   (void)run_in_child(f, m, 0);
@@ -710,6 +749,8 @@ int exercise(const char* name, scenario_fn f, mode m) {
       const std::string where = o.ok ? (o.failed_step >= 0 ? o.failed_name : std::string("(no step threw)"))
                                      : std::string("(child died)");
       by_problem["at " + where + ": " + problems.front()].push_back(k);
+      if (std::getenv("TOCK_FAULTS_DEBUG") != nullptr)
+        for (const std::string& p : problems) std::cout << "  k=" << k << ": " << p << '\n';
     }
   }
   std::cout << "[alloc_failure] " << name << " / " << mode_name << ": " << base.counted
@@ -728,19 +769,44 @@ int exercise(const char* name, scenario_fn f, mode m) {
 
 BOOST_AUTO_TEST_SUITE(alloc_failure)
 
-BOOST_AUTO_TEST_CASE(timers_global) { BOOST_TEST(exercise("timers", scenario_timers, mode::global) == 0); }
+// Cases decorated with expected_failures(1) fail today because of library bugs (see the report at each);
+// each runs all its points and prints, per failing point, where the failure was injected and what broke.
+// Drop the decorator once the bugs named are fixed.
+namespace utf = boost::unit_test;
+
+// Bugs 1, 2, 3, 5: a driver arming that throws after the wait was linked (start_wait/start_sleep/attach/
+// schedule -> link -> update_driver_locked), ~basic_timer -> destroy() throwing (std::terminate), the
+// driver's re-arm throwing from ~rearm in on_driver_fired (std::terminate), manual_driver::async_wait
+// half-done on a throw.
+BOOST_AUTO_TEST_CASE(timers_global, *utf::expected_failures(1)) {
+  BOOST_TEST(exercise("timers", scenario_timers, mode::global) == 0);
+}
 BOOST_AUTO_TEST_CASE(timers_handler) { BOOST_TEST(exercise("timers", scenario_timers, mode::handler) == 0); }
-BOOST_AUTO_TEST_CASE(sleeps_global) { BOOST_TEST(exercise("sleeps", scenario_sleeps, mode::global) == 0); }
+// Bugs 1, 3, 5.
+BOOST_AUTO_TEST_CASE(sleeps_global, *utf::expected_failures(1)) {
+  BOOST_TEST(exercise("sleeps", scenario_sleeps, mode::global) == 0);
+}
 BOOST_AUTO_TEST_CASE(sleeps_handler) { BOOST_TEST(exercise("sleeps", scenario_sleeps, mode::handler) == 0); }
-BOOST_AUTO_TEST_CASE(deadline_bind_global) {
+// Bugs 1, 3, 4 (an entry's reference leaked when registrar_.add throws), 5.
+BOOST_AUTO_TEST_CASE(deadline_bind_global, *utf::expected_failures(1)) {
   BOOST_TEST(exercise("deadline_bind", scenario_deadline_bind, mode::global) == 0);
 }
 BOOST_AUTO_TEST_CASE(deadline_bind_handler) {
   BOOST_TEST(exercise("deadline_bind", scenario_deadline_bind, mode::handler) == 0);
 }
-BOOST_AUTO_TEST_CASE(timeout_global) { BOOST_TEST(exercise("timeout", scenario_timeout, mode::global) == 0); }
+// Bug 4 (and 1 when the failing allocation is the steady driver's Asio timer op).
+BOOST_AUTO_TEST_CASE(timeout_global, *utf::expected_failures(1)) {
+  BOOST_TEST(exercise("timeout", scenario_timeout, mode::global) == 0);
+}
 BOOST_AUTO_TEST_CASE(timeout_handler) { BOOST_TEST(exercise("timeout", scenario_timeout, mode::handler) == 0); }
-BOOST_AUTO_TEST_CASE(strand_global) { BOOST_TEST(exercise("strand", scenario_strand, mode::global) == 0); }
-BOOST_AUTO_TEST_CASE(strand_handler) { BOOST_TEST(exercise("strand", scenario_strand, mode::handler) == 0); }
+// Bugs 1, 3, 5, 6 (a completion dispatched to a foreign executor is lost when the dispatch cannot
+// allocate), and Asio's own loss of a socket read's handler when its dispatch to the strand cannot allocate.
+BOOST_AUTO_TEST_CASE(strand_global, *utf::expected_failures(1)) {
+  BOOST_TEST(exercise("strand", scenario_strand, mode::global) == 0);
+}
+// Bug 6 and the same Asio behaviour.
+BOOST_AUTO_TEST_CASE(strand_handler, *utf::expected_failures(1)) {
+  BOOST_TEST(exercise("strand", scenario_strand, mode::handler) == 0);
+}
 
 BOOST_AUTO_TEST_SUITE_END()
