@@ -717,7 +717,8 @@ int exercise(const char* name, scenario_fn f, mode m) {
                 << base.records[i].cat << ":" << base.records[i].ec << '\n';
   }
   BOOST_REQUIRE_MESSAGE(base.ok, name << " baseline crashed: " << base.crash);
-  BOOST_REQUIRE_MESSAGE(base.violations.empty(), name << " baseline: " << base.violations.front());
+  const std::string first_violation = base.violations.empty() ? std::string() : base.violations.front();
+  BOOST_REQUIRE_MESSAGE(base.violations.empty(), name << " baseline: " << first_violation);
   BOOST_REQUIRE_MESSAGE(base.failed_step < 0, name << " baseline threw at " << base.failed_name);
   for (std::size_t i = 0; i < base.records.size(); ++i)
     BOOST_REQUIRE_MESSAGE(base.records[i].invoked == 1 || (i == 4 && std::string(name) == "sleeps"),
