@@ -62,6 +62,10 @@
 //     handler (both allocate): a throw leaves the clock moved and due drivers unfired, and repeating the
 //     advance is a no-op. fire_locked moves handler_ into the posted lambda before the post can throw,
 //     leaving an empty handler_ registered in `armed`.
+//  8. deadline_bound_handler's associators read op_->handler() on a moved-from handler (op_ == nullptr):
+//     Asio's reactive_socket_recv_op::ptr::reset, when the read's start throws after the handler was moved
+//     into the operation, asks the moved-from original for its allocator (UBSan: member call on null
+//     pointer, deadline_bound_op.hpp:213; in Release it works only because the allocator is stateless).
 // In this binary Asio's own memory goes through operator new (see CMakeLists.txt), so Asio's posts and
 // dispatches (the drain, the manual driver, strands) fail as well.
 #define BOOST_TEST_MODULE tock_fault_tests
@@ -555,10 +559,10 @@ int scenario_timeout(script& s) {
   s.step("emit on #2", [&] { sig.emit(asio::cancellation_type::terminal); });
   s.step("poll", [&] {
     // The zero timeout fires through the steady driver: run until every read has completed (bounded).
-    for (int i = 0; i < 500 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
+    for (int i = 0; i < 100 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
   }, true);
   s.disarm();
-  for (int i = 0; i < 500 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
+  for (int i = 0; i < 100 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
   drain(ctx, s);
   if (!s.invariants()) s.violation("invariants broken at the end");
   return 3;
@@ -824,14 +828,14 @@ BOOST_AUTO_TEST_CASE(sleeps_global, *utf::expected_failures(1)) {
   BOOST_TEST(exercise("sleeps", scenario_sleeps, mode::global) == 0);
 }
 BOOST_AUTO_TEST_CASE(sleeps_handler) { BOOST_TEST(exercise("sleeps", scenario_sleeps, mode::handler) == 0); }
-// Bugs 1, 2, 3, 4 (an entry's reference leaked when registrar_.add throws), 5, 7.
+// Bugs 1, 2, 3, 4 (an entry's reference leaked when registrar_.add throws), 5, 7, 8.
 BOOST_AUTO_TEST_CASE(deadline_bind_global, *utf::expected_failures(1)) {
   BOOST_TEST(exercise("deadline_bind", scenario_deadline_bind, mode::global) == 0);
 }
 BOOST_AUTO_TEST_CASE(deadline_bind_handler) {
   BOOST_TEST(exercise("deadline_bind", scenario_deadline_bind, mode::handler) == 0);
 }
-// Bug 4, and bug 1 through schedule() when the steady driver's Asio timer op cannot be allocated (the zero
+// Bugs 4, 8, and bug 1 through schedule() when the steady driver's Asio timer op cannot be allocated (the zero
 // timeout then never fires: armed_at_ says armed, nothing is).
 BOOST_AUTO_TEST_CASE(timeout_global, *utf::expected_failures(1)) {
   BOOST_TEST(exercise("timeout", scenario_timeout, mode::global) == 0);
