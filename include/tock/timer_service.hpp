@@ -346,34 +346,28 @@ class basic_timer_service : public asio::execution_context::service {
     }
   };
 
-  // Cancels a timer wait through its cancellation slot.
-  class wait_cancellation {
+  // The service's handler in a wait's or sleep's cancellation slot: cancels it on any type. Its constructor
+  // and destructor tell the operation whether it is in the slot (see wait_handlers.hpp), so that a slot
+  // whose signal was destroyed first is never touched. Op is wait_op or detail::sleep_op_base.
+  template <typename Op>
+  class slot_cancellation {
    public:
-    wait_cancellation(basic_timer_service* s, wait_op* op) noexcept : service_(s), op_(op) {}
+    slot_cancellation(basic_timer_service* s, Op* op) noexcept : service_(s), op_(op) {
+      op_->complete(op_, *service_->core_, detail::op_action::hooked, error_code());
+    }
+    ~slot_cancellation() { op_->complete(op_, *service_->core_, detail::op_action::unhooked, error_code()); }
+    slot_cancellation(const slot_cancellation&) = delete;
+    slot_cancellation& operator=(const slot_cancellation&) = delete;
+
     void operator()(asio::cancellation_type type) {
       if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial |
                    asio::cancellation_type::total)) != asio::cancellation_type::none)
-        service_->cancel_wait(*op_);
+        service_->cancel_op(*op_);  // may destroy *this (the slot is cleared): nothing after it
     }
 
    private:
     basic_timer_service* service_;
-    wait_op* op_;
-  };
-
-  // Cancels a sleep through its cancellation slot.
-  class sleep_cancellation {
-   public:
-    sleep_cancellation(basic_timer_service* s, detail::sleep_op_base* op) noexcept : service_(s), op_(op) {}
-    void operator()(asio::cancellation_type type) {
-      if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial |
-                   asio::cancellation_type::total)) != asio::cancellation_type::none)
-        service_->cancel_sleep(*op_);
-    }
-
-   private:
-    basic_timer_service* service_;
-    detail::sleep_op_base* op_;
+    Op* op_;
   };
 
   struct driver_handler {
@@ -396,7 +390,7 @@ class basic_timer_service : public asio::execution_context::service {
   void start_wait(implementation_type& impl, Op* op) {
     unstarted_op<detail::wait_op> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<wait_cancellation>(this, op);
+    if (slot.is_connected()) slot.template emplace<slot_cancellation<wait_op>>(this, op);
 
     std::unique_lock<std::mutex> lock(core_->mutex());
     if (shut_down_) {
@@ -536,7 +530,7 @@ class basic_timer_service : public asio::execution_context::service {
   void start_sleep(const time_point& t, Op* op) {
     unstarted_op<detail::sleep_op_base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<sleep_cancellation>(this, op);
+    if (slot.is_connected()) slot.template emplace<slot_cancellation<detail::sleep_op_base>>(this, op);
 
     std::unique_lock<std::mutex> lock(core_->mutex());
     if (shut_down_) {
@@ -614,7 +608,7 @@ class basic_timer_service : public asio::execution_context::service {
     }
   }
 
-  void cancel_wait(wait_op& op) {
+  void cancel_op(wait_op& op) {
     idle_work idle(*this);
     drain_request drain;
     {
@@ -627,7 +621,7 @@ class basic_timer_service : public asio::execution_context::service {
     drain.post(*core_);
   }
 
-  void cancel_sleep(detail::sleep_op_base& op) {
+  void cancel_op(detail::sleep_op_base& op) {
     idle_work idle(*this);
     drain_request drain;
     {

@@ -36,7 +36,7 @@
 // A sleep whose handler is bound to a strand and a cancellation slot, emitted on that strand while another
 // thread fires it, is a library bug (test/fuzz/repro/sleep_emit_race.cpp): such sleeps get no slot unless 1.
 #ifndef TOCK_FUZZ_SLEEP_EMIT_RACE
-#define TOCK_FUZZ_SLEEP_EMIT_RACE 0
+#define TOCK_FUZZ_SLEEP_EMIT_RACE 1
 #endif
 
 namespace {

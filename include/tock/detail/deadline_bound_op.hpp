@@ -43,7 +43,7 @@ class deadline_bound_op : public Link {
       : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
         executor_(ex), runs_in_context_(runs_in_context), type_(type) {
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
-    if (user_slot.is_connected()) user_slot.template emplace<forward_cancellation>(this);
+    if (user_slot.is_connected()) user_slot.template emplace<forward_cancellation>(this);  // sets user_slot_hooked_
   }
 
   template <typename H>
@@ -61,7 +61,7 @@ class deadline_bound_op : public Link {
   void complete(Args&&... args) {
     done_.store(true, std::memory_order_release);
     if (unlink(*service_, *this)) release();
-    asio::get_associated_cancellation_slot(handler_).clear();
+    leave_user_slot();
     Handler handler(std::move(handler_));
     const bool timed_out = timed_out_.load(std::memory_order_acquire);
     release();
@@ -72,7 +72,7 @@ class deadline_bound_op : public Link {
   void abandon() noexcept {
     done_.store(true, std::memory_order_release);
     if (unlink(*service_, *this)) release();
-    asio::get_associated_cancellation_slot(handler_).clear();
+    leave_user_slot();
     release();
   }
 
@@ -80,10 +80,24 @@ class deadline_bound_op : public Link {
   void unscheduled() noexcept { release(); }
 
  private:
-  struct forward_cancellation {
-    deadline_bound_op* self;
-    void operator()(asio::cancellation_type type) { self->signal_.emit(type); }
+  // Our handler in the user's slot. Its destructor runs when the slot is cleared, when another handler
+  // replaces it, or when the user's signal is destroyed: after that the slot (and the memory of a signal
+  // that may be gone) is never touched again, as Asio never touches a slot after emplacing into it.
+  class forward_cancellation {
+   public:
+    explicit forward_cancellation(deadline_bound_op* self) noexcept : self_(self) { self_->user_slot_hooked_ = true; }
+    ~forward_cancellation() { self_->user_slot_hooked_ = false; }
+    forward_cancellation(const forward_cancellation&) = delete;
+    forward_cancellation& operator=(const forward_cancellation&) = delete;
+    void operator()(asio::cancellation_type type) { self_->signal_.emit(type); }
+
+   private:
+    deadline_bound_op* self_;
   };
+
+  void leave_user_slot() noexcept {
+    if (user_slot_hooked_) asio::get_associated_cancellation_slot(handler_).clear();
+  }
 
   // Runs the cancellation on the handler's executor; holds the entry's reference until it has run.
   class cancel_runner {
@@ -127,7 +141,7 @@ class deadline_bound_op : public Link {
   // deadline was cancelled or destroyed), or is dropped at shutdown (destroy, discard). The service hooks
   // nothing into a slot for an entry: nothing to unhook.
   void on_entry(op_action a) {
-    if (a == op_action::unhook) return;
+    if (a == op_action::unhook || a == op_action::hooked || a == op_action::unhooked) return;
     if (a == op_action::destroy || a == op_action::discard) {
       release();
     } else if (runs_in_context_) {
@@ -189,6 +203,7 @@ class deadline_bound_op : public Link {
   Service* service_;
   Executor executor_;
   bool runs_in_context_;
+  bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot
   asio::cancellation_type type_;
   std::atomic<bool> done_{false};
   std::atomic<bool> timed_out_{false};

@@ -12,6 +12,7 @@
 #include <boost/asio/error.hpp>
 
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 namespace tock::detail {
@@ -74,17 +75,24 @@ struct run_on_executor {
   }
 };
 
+// Whether the service's cancellation handler sits in an operation's slot is told by which completion
+// function the operation holds (do_complete<true> or <false>), so that it costs no byte: the handler's
+// constructor and destructor switch it (op_action::hooked, unhooked). The slot is cleared only while our
+// handler is in it; once the signal destroyed it (or another handler replaced it) the slot, and the memory
+// of a signal that may be gone, is never touched again. Asio never touches a slot after emplacing; tock
+// clears it on completion because its handler points at the operation, so a stale emit() stays harmless.
+
 // Releases the operation before the upcall, so that the handler may start its next wait in the same memory,
 // then does what `how` says (`call` runs the handler right here, already on its executor). The service's
-// cancellation handler leaves the handler's slot first, unless it already has (op_action::unhook).
+// cancellation handler leaves the handler's slot first if it is still there.
 enum class finish_how { dispatch, call, destroy };
 
 template <typename Op>
-void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec, bool slot_hooked = true) {
+void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec) {
+  if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
   auto handler(std::move(op->handler_));
   auto target(std::move(op->target_));
   deallocate_op(op, handler);
-  if (slot_hooked) asio::get_associated_cancellation_slot(handler).clear();
   switch (how) {
     case finish_how::dispatch: target.dispatch(handler, core, ec); break;
     case finish_how::call: std::move(handler)(ec); break;
@@ -93,40 +101,61 @@ void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec,
 }
 
 // What a timer wait or sleep does for each op_action (a fired timer wait that checks at run aside).
-template <typename Op>
+template <typename Op, typename Base>
 void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) {
   switch (a) {
     case op_action::invoke: finish_op(op, core, finish_how::dispatch, ec); break;
-    case op_action::unhook: asio::get_associated_cancellation_slot(op->handler_).clear(); break;
-    case op_action::deliver: finish_op(op, core, finish_how::dispatch, ec, false); break;
-    case op_action::discard: finish_op(op, core, finish_how::destroy, ec, false); break;
+    case op_action::unhook:
+      if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
+      break;
+    case op_action::hooked: static_cast<Base*>(op)->complete = &Op::template do_complete<true>; break;
+    case op_action::unhooked: static_cast<Base*>(op)->complete = &Op::template do_complete<false>; break;
+    case op_action::deliver: finish_op(op, core, finish_how::dispatch, ec); break;
+    case op_action::discard:
     case op_action::destroy: finish_op(op, core, finish_how::destroy, ec); break;
   }
 }
+
+template <typename Op>
+class fired_wait_runner;
 
 template <typename Handler, typename Target>
 class sleep_op : public sleep_op_base {
  public:
   template <typename H>
-  sleep_op(H&& h, Target t) : sleep_op_base(&do_complete), handler_(std::forward<H>(h)), target_(std::move(t)) {}
+  sleep_op(H&& h, Target t)
+      : sleep_op_base(&do_complete<false>), handler_(std::forward<H>(h)), target_(std::move(t)) {}
 
   Handler& handler() noexcept { return handler_; }
 
- private:
-  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&, bool);
-  template <typename Op> friend void complete_op(Op*, service_core&, op_action, const error_code&);
-
+  template <bool Hooked>
   static void do_complete(sleep_op_base* base, service_core& core, op_action a, const error_code& ec) {
-    complete_op(static_cast<sleep_op*>(base), core, a, ec);
+    auto* self = static_cast<sleep_op*>(base);
+    if constexpr (Target::checked_at_run) {
+      // Freed only on its executor, where its cancellation slot is emitted: an emit racing the driver
+      // then never finds the operation gone.
+      if (a == op_action::invoke) {
+        auto executor = self->target_.executor;
+        asio::dispatch(executor, fired_wait_runner<sleep_op>(core, self));
+        return;
+      }
+    }
+    complete_op<sleep_op, sleep_op_base>(self, core, a, ec);
   }
+  static bool slot_hooked(const sleep_op* op) noexcept { return op->complete == &do_complete<true>; }
+
+ private:
+  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&);
+  template <typename Op, typename Base> friend void complete_op(Op*, service_core&, op_action, const error_code&);
 
   Handler handler_;
   [[no_unique_address]] Target target_;
 };
 
-// Runs a fired wait that completes on a foreign executor, once it gets there: only then is it decided
-// whether it fired or was cancelled in between. Destroyed unrun (its executor shut down), it destroys the
-// wait's handler. Holds the service's core, which the timer's context may no longer have.
+// Runs a fired wait or sleep that completes on a foreign executor, once it gets there: only then is it
+// decided whether a timer wait fired or was cancelled in between (a fired sleep has left the service and
+// completes with success). Destroyed unrun (its executor shut down), it destroys the handler. Holds the
+// service's core, which the timer's context may no longer have.
 template <typename Op>
 class fired_wait_runner {
  public:
@@ -137,18 +166,25 @@ class fired_wait_runner {
 
   ~fired_wait_runner() {
     if (op_ != nullptr) {
-      core_->settle_fired(*op_);
+      settle(*op_);
       finish_op(op_, *core_, finish_how::destroy, error_code());
     }
   }
 
   void operator()() {
     Op* op = std::exchange(op_, nullptr);
-    const bool fired = core_->settle_fired(*op);
+    const bool fired = settle(*op);
     finish_op(op, *core_, finish_how::call, fired ? error_code() : error_code(asio::error::operation_aborted));
   }
 
  private:
+  bool settle(Op& op) {
+    if constexpr (std::is_base_of_v<wait_op, Op>)
+      return core_->settle_fired(op);
+    else
+      return true;
+  }
+
   std::shared_ptr<service_core> core_;
   Op* op_;
 };
@@ -158,14 +194,13 @@ class timer_wait_op : public wait_op {
  public:
   template <typename H>
   timer_wait_op(H&& h, Target t)
-      : wait_op{&do_complete, nullptr, Target::checked_at_run, 0}, handler_(std::forward<H>(h)), target_(std::move(t)) {}
+      : wait_op{&do_complete<false>, nullptr, Target::checked_at_run, 0},
+        handler_(std::forward<H>(h)),
+        target_(std::move(t)) {}
 
   Handler& handler() noexcept { return handler_; }
 
- private:
-  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&, bool);
-  template <typename Op> friend void complete_op(Op*, service_core&, op_action, const error_code&);
-
+  template <bool Hooked>
   static void do_complete(wait_op* base, service_core& core, op_action a, const error_code& ec) {
     auto* self = static_cast<timer_wait_op*>(base);
     if constexpr (Target::checked_at_run) {
@@ -175,8 +210,13 @@ class timer_wait_op : public wait_op {
         return;
       }
     }
-    complete_op(self, core, a, ec);
+    complete_op<timer_wait_op, wait_op>(self, core, a, ec);
   }
+  static bool slot_hooked(const timer_wait_op* op) noexcept { return op->complete == &do_complete<true>; }
+
+ private:
+  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&);
+  template <typename Op, typename Base> friend void complete_op(Op*, service_core&, op_action, const error_code&);
 
   Handler handler_;
   [[no_unique_address]] Target target_;

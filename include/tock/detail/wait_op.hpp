@@ -25,6 +25,9 @@ enum class op_action {
   unhook,   // the wait was aborted or refused and its completion deferred (under the service's lock): take
             // the service's handler out of its cancellation slot now, since its signal may be gone by the
             // time the completion runs
+  hooked,   // the service's cancellation handler was put in the handler's slot
+  unhooked, // that handler left the slot (the signal was destroyed, another handler replaced it, or the
+            // service cleared it): the slot must never be touched again, its signal may be gone
   deliver,  // a deferred completion runs (from the context's run()): run the handler now with the error,
             // in place or dispatched to the handler's executor
   discard,  // a deferred completion is dropped unrun (its context shut down): destroy the handler

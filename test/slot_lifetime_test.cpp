@@ -1,0 +1,241 @@
+// Cancellation slots whose signal dies first. Asio never touches a slot after emplacing its handler, so a
+// program may destroy a cancellation_signal while an operation bound to its slot is pending, and never emit
+// it. tock must be as safe: the cases below destroy the signal, scribble over its memory (so that any later
+// use of the slot crashes, in every build, not only under ASan), then let the wait fire, be cancelled, be
+// destroyed or be dropped at shutdown. Templated cases run the same on Asio's type as the control.
+#include "test_support.hpp"
+#include "timed_ops_support.hpp"
+
+#include <tock/tock.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/mpl/list.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using tock_test::completion;
+using tock_test::error_code;
+using tock_test::record;
+using tock_test::run_until_idle;
+
+using timer_types = boost::mpl::list<asio::steady_timer, tock::timer>;
+
+// A cancellation_signal that can be killed: destroyed, then its memory overwritten with a pattern that is
+// no valid pointer, so that a slot used after kill() faults at once.
+class mortal_signal {
+ public:
+  mortal_signal() { ::new (static_cast<void*>(storage_)) asio::cancellation_signal(); }
+  ~mortal_signal() {
+    if (alive_) get().~cancellation_signal();
+  }
+  mortal_signal(const mortal_signal&) = delete;
+  mortal_signal& operator=(const mortal_signal&) = delete;
+
+  asio::cancellation_slot slot() { return get().slot(); }
+  asio::cancellation_signal& get() { return *std::launder(reinterpret_cast<asio::cancellation_signal*>(storage_)); }
+
+  void kill() {
+    get().~cancellation_signal();
+    alive_ = false;
+    std::memset(storage_, 0xA5, sizeof storage_);
+  }
+
+ private:
+  alignas(asio::cancellation_signal) unsigned char storage_[sizeof(asio::cancellation_signal)];
+  bool alive_ = true;
+};
+
+// A handler that only counts its calls; put in a slot by the user, replacing the operation's.
+struct user_handler {
+  int* calls;
+  void operator()(asio::cancellation_type) { ++*calls; }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(slot_lifetime_test)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_whose_signal_died_is_cancelled, Timer, timer_types) {
+  mortal_signal sig;
+  asio::io_context ctx;
+  Timer timer(ctx, 1h);
+  completion c;
+  timer.async_wait(asio::bind_cancellation_slot(sig.slot(), record(c)));
+  sig.kill();
+  BOOST_TEST(timer.cancel() == 1u);
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(c.ec == asio::error::operation_aborted);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_whose_signal_died_fires, Timer, timer_types) {
+  mortal_signal sig;
+  asio::io_context ctx;
+  Timer timer(ctx, 1ms);
+  completion c;
+  timer.async_wait(asio::bind_cancellation_slot(sig.slot(), record(c)));
+  sig.kill();
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(!c.ec);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_whose_signal_died_is_aborted_by_its_timers_destruction, Timer, timer_types) {
+  mortal_signal sig;
+  asio::io_context ctx;
+  completion c;
+  {
+    Timer timer(ctx, 1h);
+    timer.async_wait(asio::bind_cancellation_slot(sig.slot(), record(c)));
+    sig.kill();
+  }
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(c.ec == asio::error::operation_aborted);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_whose_signal_died_is_destroyed_at_shutdown, Timer, timer_types) {
+  mortal_signal sig;
+  tock_test::probe p;
+  {
+    tock_test::shutdown_context ctx;
+    Timer timer(ctx, 1h);
+    timer.async_wait(asio::bind_cancellation_slot(sig.slot(), tock_test::tracked_handler(p)));
+    sig.kill();
+    ctx.shut_down();
+    BOOST_TEST(p.alive() == 0);
+  }
+  BOOST_TEST(p.invoked == 0);
+  BOOST_TEST(p.destroyed == 1);
+}
+
+// The user may put another handler in the slot while the wait is pending; the operation must not clear it.
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_handler_that_replaced_the_waits_in_its_slot_stays_there, Timer, timer_types) {
+  asio::cancellation_signal sig;
+  asio::io_context ctx;
+  Timer timer(ctx, 1h);
+  completion c;
+  timer.async_wait(asio::bind_cancellation_slot(sig.slot(), record(c)));
+  int user_calls = 0;
+  sig.slot().emplace<user_handler>(user_handler{&user_calls});
+  timer.cancel();
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(sig.slot().has_handler());
+  sig.emit(asio::cancellation_type::terminal);
+  BOOST_TEST(user_calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_sleep_whose_signal_died_fires) {
+  mortal_signal sig;
+  asio::io_context ctx;
+  completion c;
+  tock::async_sleep_for(ctx, 1ms, asio::bind_cancellation_slot(sig.slot(), record(c)));
+  sig.kill();
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(!c.ec);
+}
+
+BOOST_AUTO_TEST_CASE(a_sleep_whose_signal_died_is_destroyed_at_shutdown) {
+  mortal_signal sig;
+  tock_test::probe p;
+  {
+    tock_test::shutdown_context ctx;
+    tock::async_sleep_for(ctx, 1h, asio::bind_cancellation_slot(sig.slot(), tock_test::tracked_handler(p)));
+    sig.kill();
+    ctx.shut_down();
+  }
+  BOOST_TEST(p.invoked == 0);
+  BOOST_TEST(p.destroyed == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_sleep_leaves_a_handler_that_replaced_its_own_in_the_slot) {
+  asio::cancellation_signal sig;
+  asio::io_context ctx;
+  completion c;
+  tock::async_sleep_for(ctx, 1ms, asio::bind_cancellation_slot(sig.slot(), record(c)));
+  int user_calls = 0;
+  sig.slot().emplace<user_handler>(user_handler{&user_calls});
+  BOOST_TEST(run_until_idle(ctx));
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(sig.slot().has_handler());
+}
+
+// Reads whose user slot died: plain (Asio's control), under tock::timeout, and bound to a tock::deadline.
+namespace {
+
+struct plain_read {
+  template <typename Token>
+  static auto wrap(asio::io_context&, Token token) {
+    return token;
+  }
+};
+struct timeout_read {
+  template <typename Token>
+  static auto wrap(asio::io_context&, Token token) {
+    return tock::timeout(1h, std::move(token));
+  }
+};
+struct deadline_read {
+  std::optional<tock::deadline> dl;
+  template <typename Token>
+  auto wrap(asio::io_context& ctx, Token token) {
+    dl.emplace(ctx, 1h);
+    return dl->bind(std::move(token));
+  }
+};
+
+using read_kinds = boost::mpl::list<plain_read, timeout_read, deadline_read>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_read_whose_signal_died_completes, Kind, read_kinds) {
+  mortal_signal sig;
+  asio::io_context ctx;
+  Kind kind;
+  tock_test::socket_pair s(ctx);
+  char byte = 0;
+  tock_test::io_result r;
+  s.server.async_read_some(asio::buffer(&byte, 1),
+                           kind.wrap(ctx, asio::bind_cancellation_slot(sig.slot(), tock_test::record_io(r))));
+  sig.kill();
+  asio::write(s.client, asio::buffer("x", 1));
+  ctx.run_for(5s);
+  BOOST_TEST(r.calls == 1);
+  BOOST_TEST(!r.ec);
+  BOOST_TEST(r.bytes == 1u);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_read_whose_signal_died_is_destroyed_at_shutdown, Kind, read_kinds) {
+  mortal_signal sig;
+  tock_test::probe p;
+  {
+    tock_test::shutdown_context ctx;
+    Kind kind;
+    tock_test::socket_pair s(ctx);
+    char byte = 0;
+    s.server.async_read_some(asio::buffer(&byte, 1),
+                             kind.wrap(ctx, asio::bind_cancellation_slot(sig.slot(), tock_test::tracked_handler(p))));
+    sig.kill();
+    ctx.shut_down();
+  }
+  BOOST_TEST(p.invoked == 0);
+  BOOST_TEST(p.destroyed == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
