@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Configure, build and test tock with warnings as errors, in up to three configurations:
-#   release (with examples and bench), asan (ASan + UBSan), tsan (ThreadSanitizer).
-# Usage: scripts/test.sh [release|asan|tsan]...    (no argument: all three)
+# Configure, build and test tock with warnings as errors, in these configurations:
+#   release (GCC, with examples and bench), asan (ASan + UBSan), tsan (ThreadSanitizer),
+#   clang (clang 16, Release, Ninja, with examples and bench),
+# then the bounded checks: fuzz (each libFuzzer target for 60 s, scripts/fuzz.sh) and soak (the example
+# server under churning load for 60 s, scripts/soak.sh).
+# Usage: scripts/test.sh [release|asan|tsan|clang|fuzz|soak]...    (no argument: all of them)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
-ensure_packages "${TOCK_PACKAGES[@]}" libbenchmark-dev
+ensure_packages "${TOCK_PACKAGES[@]}" libbenchmark-dev ninja-build clang-16 libclang-rt-16-dev llvm-16
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -15,6 +18,12 @@ declare -A cmake_args=(
     [release]="-DCMAKE_BUILD_TYPE=Release"
     [asan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=address,undefined -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
     [tsan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=thread -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
+    [clang]="-G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=Release"
+)
+# Checks that are scripts of their own; each counts as one test.
+declare -A script_checks=(
+    [fuzz]="bash scripts/fuzz.sh 60"
+    [soak]="bash scripts/soak.sh 1"
 )
 
 # TSan's runtime fails with "unexpected memory mapping" when the kernel randomizes mmap with
@@ -30,6 +39,15 @@ tsan_launcher() {
 # run_config NAME: configure, build and test build/NAME; ctest's output goes to build/NAME/ctest.log.
 run_config() {
     local name=$1 dir=build/$1 launcher=()
+    if [[ -v script_checks[$name] ]]; then
+        mkdir -p build
+        # shellcheck disable=SC2086 # the command is several words
+        if ${script_checks[$name]} 2>&1 | tee "$dir.log"; then result="100% tests passed, 0 tests failed out of 1"
+        else result="0% tests passed, 1 tests failed out of 1"; fi
+        mkdir -p "$dir" && echo "$result" >"$dir/ctest.log"
+        [[ $result == 100%* ]]
+        return
+    fi
     [[ $name == tsan ]] && read -ra launcher <<<"$(tsan_launcher)"
     # shellcheck disable=SC2086 # cmake_args holds several words
     cmake -S . -B "$dir" -DTOCK_WERROR=ON ${cmake_args[$name]} &&
@@ -38,10 +56,10 @@ run_config() {
 }
 
 configs=("$@")
-[[ ${#configs[@]} -eq 0 ]] && configs=(release asan tsan)
+[[ ${#configs[@]} -eq 0 ]] && configs=(release asan tsan clang fuzz soak)
 passed=0 failed=0 status=0 report=()
 for name in "${configs[@]}"; do
-    [[ -v cmake_args[$name] ]] || { echo "unknown configuration: $name" >&2; exit 2; }
+    [[ -v cmake_args[$name] || -v script_checks[$name] ]] || { echo "unknown configuration: $name" >&2; exit 2; }
     echo "=== $name"
     start=$SECONDS
     rm -f "build/$name/ctest.log"

@@ -6,6 +6,7 @@
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
 
+#include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/associator.hpp>
@@ -212,19 +213,24 @@ class deadline_bound_op : public Link {
 
 // The handler an operation started with tock::timeout or bind() completes. Its cancellation slot is the
 // deadline's; its executor and allocator are those of the user's handler.
+// Its allocator is kept in the handler itself: Asio frees an operation that failed to start through the
+// allocator of the handler it moved from.
 template <typename Op>
 class deadline_bound_handler {
  public:
   using cancellation_slot_type = asio::cancellation_slot;
+  using allocator_type = asio::associated_allocator_t<typename Op::handler_type>;
 
-  explicit deadline_bound_handler(Op* op) noexcept : op_(op) {}
-  deadline_bound_handler(deadline_bound_handler&& other) noexcept : op_(std::exchange(other.op_, nullptr)) {}
+  explicit deadline_bound_handler(Op* op) noexcept : op_(op), alloc_(asio::get_associated_allocator(op->handler())) {}
+  deadline_bound_handler(deadline_bound_handler&& other) noexcept
+      : op_(std::exchange(other.op_, nullptr)), alloc_(other.alloc_) {}
   deadline_bound_handler& operator=(deadline_bound_handler&&) = delete;
   ~deadline_bound_handler() {
     if (op_ != nullptr) op_->abandon();
   }
 
   cancellation_slot_type get_cancellation_slot() const noexcept { return op_->operation_slot(); }
+  allocator_type get_allocator() const noexcept { return alloc_; }
   const typename Op::handler_type& user_handler() const noexcept { return op_->handler(); }
 
   template <typename... Args>
@@ -234,6 +240,7 @@ class deadline_bound_handler {
 
  private:
   Op* op_;
+  [[no_unique_address]] allocator_type alloc_;
 };
 
 }  // namespace tock::detail

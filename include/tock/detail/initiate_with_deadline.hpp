@@ -66,7 +66,14 @@ class initiate_with_deadline {
     op_type* op = op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex),
                                   registrar_.type());
     deadline_bound_handler<op_type> bound(op);
-    if (const error_code ec = registrar_.add(service, *op)) {
+    error_code ec;
+    try {
+      ec = registrar_.add(service, *op);
+    } catch (...) {
+      op->unscheduled();  // the entry's reference; `bound` drops the other
+      throw;
+    }
+    if (ec) {
       op->unscheduled();
       if (ec == error::capacity_exceeded) {
         asio::post(ex, [h = std::move(bound), ec]() mutable {
