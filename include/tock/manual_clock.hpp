@@ -95,9 +95,13 @@ class manual_driver {
   void async_wait(Handler handler) {
     auto& r = manual_clock::state();
     std::lock_guard<std::mutex> lock(r.mutex);
+    // What may throw comes first, so that a failure leaves the driver as it was.
+    r.armed.reserve(r.armed.size() + 1);
+    auto work = std::make_unique<work_guard>(ex_);
+    std::function<void(const boost::system::error_code&)> h(std::move(handler));
     drop_locked(r);
-    handler_ = std::move(handler);
-    work_ = std::make_unique<work_guard>(ex_);
+    handler_ = std::move(h);
+    work_ = std::move(work);
     r.armed.push_back(this);
     if (!(manual_clock::now() < at_)) fire_locked(r);
   }
@@ -123,8 +127,9 @@ class manual_driver {
   // Posts the handler: the wait is over. Under the registry's lock.
   void fire_locked(manual_clock::registry& r) { complete_locked(r, boost::system::error_code()); }
 
+  // The handler is copied into the post, so that a post that throws leaves the wait pending.
   void complete_locked(manual_clock::registry& r, const boost::system::error_code& ec) {
-    boost::asio::post(ex_, [h = std::move(handler_), ec] { h(ec); });
+    boost::asio::post(ex_, [h = handler_, ec] { h(ec); });
     handler_ = nullptr;
     r.armed.erase(std::find(r.armed.begin(), r.armed.end(), this));
     work_.reset();  // after the post, which holds work of its own
@@ -147,9 +152,9 @@ inline void manual_clock::advance_to(time_point t) {
   registry& r = state();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!(now() < t)) return;
-  r.now.store(t.time_since_epoch().count(), std::memory_order_release);
-  // fire_locked() erases from `armed`: walk a copy.
+  // fire_locked() erases from `armed`: walk a copy, taken before the time moves (it may throw).
   const std::vector<detail::manual_driver*> armed = r.armed;
+  r.now.store(t.time_since_epoch().count(), std::memory_order_release);
   for (detail::manual_driver* d : armed)
     if (!(t < d->at_)) d->fire_locked(r);
 }

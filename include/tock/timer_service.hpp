@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -701,9 +702,11 @@ class basic_timer_service : public asio::execution_context::service {
     }
     const time_point& top = heap_.top().key;
     if (top < armed_at_) {
-      armed_at_ = top;
+      // Not armed until the new wait is in: if arming throws, the next change of the service re-arms.
+      armed_at_ = time_point::max();
       driver_.expires_at(top);
       driver_.async_wait(driver_handler{this, driver_generation_.fetch_add(1, std::memory_order_relaxed) + 1});
+      armed_at_ = top;
     }
   }
 
@@ -719,10 +722,15 @@ class basic_timer_service : public asio::execution_context::service {
     struct rearm {
       basic_timer_service& service;
       std::unique_lock<std::mutex>& lock;
-      ~rearm() {
+      // A failed re-arm leaves run() with its exception, unless a handler's already does.
+      ~rearm() noexcept(false) {
         if (!lock.owns_lock()) lock.lock();
         service.firing_ = false;
-        service.update_driver_locked();
+        try {
+          service.update_driver_locked();
+        } catch (...) {
+          if (std::uncaught_exceptions() == 0) throw;
+        }
       }
     } guard{*this, lock};
 
