@@ -66,7 +66,7 @@ struct end_point {
         ctx->stop();  // the other end still has a read pending
         return;
       }
-      asio::async_write(sock, asio::buffer(buf), [this](boost::system::error_code ec, std::size_t) {
+      asio::async_write(sock, asio::buffer(buf), [](boost::system::error_code ec, std::size_t) {
         if (ec) std::exit(1);
       });
       read();
