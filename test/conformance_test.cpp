@@ -61,6 +61,93 @@ void check_service_idle(asio::io_context& ctx) {
 
 BOOST_AUTO_TEST_SUITE(conformance_test)
 
+// --- Moved-from timers (issue 8): as Asio documents, a moved-from timer is in the state of one constructed
+// from its executor alone: same executor, expiry time_point(), and usable again.
+
+namespace {
+
+// Waits on `moved_from` again (expires_after, async_wait) and checks the wait completes with success, while
+// the wait that moved away is aborted by cancelling `to`.
+template <typename Timer, typename To>
+void check_waits_again(asio::io_context& ctx, Timer& moved_from, To& to, completion& moved_wait) {
+  BOOST_CHECK(moved_from.expiry() == typename Timer::time_point());
+  BOOST_CHECK(moved_from.get_executor() == typename Timer::executor_type(ctx.get_executor()));
+  completion again;
+  moved_from.expires_after(5ms);
+  moved_from.async_wait(record(again));
+  BOOST_CHECK_EQUAL(to.cancel(), 1u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(moved_wait.calls, 1);
+  BOOST_CHECK_EQUAL(moved_wait.ec, asio::error::operation_aborted);
+  BOOST_CHECK_EQUAL(again.calls, 1);
+  BOOST_CHECK(!again.ec);
+  BOOST_CHECK_EQUAL(moved_from.cancel(), 0u);
+  check_service_idle<Timer>(ctx);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_moved_from_timer_waits_again_like_a_new_one, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  Timer to(std::move(from));
+  check_waits_again(ctx, from, to, moved_wait);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_move_assigned_from_timer_waits_again_like_a_new_one, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  Timer to(ctx, never);
+  to = std::move(from);
+  check_waits_again(ctx, from, to, moved_wait);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_timer_moved_from_by_a_converting_move_waits_again_like_a_new_one, Timer,
+                              timer_types) {
+  using io_timer = typename Timer::template rebind_executor<asio::io_context::executor_type>::other;
+  asio::io_context ctx;
+  {
+    io_timer from(ctx.get_executor(), never);
+    completion moved_wait;
+    from.async_wait(record(moved_wait));
+    Timer to(std::move(from));
+    check_waits_again(ctx, from, to, moved_wait);
+  }
+  ctx.restart();
+  {
+    io_timer from(ctx.get_executor(), never);
+    completion moved_wait;
+    from.async_wait(record(moved_wait));
+    Timer to(ctx, never);
+    to = std::move(from);
+    check_waits_again(ctx, from, to, moved_wait);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_moved_from_timer_with_a_strand_keeps_it, Timer, timer_types) {
+  asio::io_context ctx;
+  const auto typed_strand = asio::make_strand(ctx);
+  const asio::any_io_executor strand = typed_strand;
+  Timer from(strand, never);
+  Timer to(std::move(from));
+  BOOST_CHECK(from.get_executor() == strand);
+  BOOST_CHECK(to.get_executor() == strand);
+  Timer assigned(ctx);
+  assigned = std::move(to);
+  BOOST_CHECK(to.get_executor() == strand);
+  BOOST_CHECK(assigned.get_executor() == strand);
+  bool in_strand = false;
+  from.expires_after(1ms);
+  from.async_wait([&](const error_code&) { in_strand = typed_strand.running_in_this_thread(); });
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK(in_strand);
+}
+
+
 // --- Completion order -------------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(timers_complete_in_expiry_order_whatever_order_their_waits_started, Timer,

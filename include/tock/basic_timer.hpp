@@ -70,19 +70,20 @@ class basic_timer {
   basic_timer(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
       : basic_timer(executor_type(ctx.get_executor()), d) {}
 
-  // Takes over `other`'s expiry and pending waits; `other` keeps its service but no executor. O(waits).
-  basic_timer(basic_timer&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
+  // Takes over `other`'s expiry and pending waits. As in Asio, `other` is left as if constructed from its
+  // executor alone: it keeps its service and executor (a copy), its expiry is time_point(). O(waits).
+  basic_timer(basic_timer&& other) : service_(other.service_), executor_(other.executor_) {
     service_->move_construct(impl_, other.impl_);
   }
 
-  // The same from a timer with another executor type that converts to this one.
+  // The same from a timer with another executor type that converts to this one (`other` keeps its own).
   template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
   basic_timer(basic_timer<Clock, WaitTraits, Executor1>&& other)
       : service_(other.service_), executor_(other.executor_) {
     service_->move_construct(impl_, other.impl_);
   }
 
-  // Aborts this timer's waits, then takes over `other`'s.
+  // Aborts this timer's waits, then takes over `other`'s; `other` is left as after a move construction.
   basic_timer& operator=(basic_timer&& other) {
     if (this != &other) assign_from(std::move(other));
     return *this;
@@ -100,7 +101,7 @@ class basic_timer {
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
-  // The executor given at construction (a copy; empty once moved from). O(1).
+  // The executor given at construction (a copy; a moved-from timer keeps it). O(1).
   executor_type get_executor() noexcept { return executor_.get(); }
 
   // Aborts every pending wait (operation_aborted), even one that fired but has not run; returns how many.
@@ -148,13 +149,12 @@ class basic_timer {
 
   template <typename Other>
   void assign_from(Other&& other) {
+    // A copy, made first (a boxed executor may throw): the moved-from timer keeps its own, as Asio's.
+    detail::compact_executor<Executor> ex(other.executor_);
     service_->destroy(impl_);
     other.service_->move_construct(impl_, other.impl_);
     service_ = other.service_;
-    if constexpr (std::is_same_v<std::decay_t<Other>, basic_timer>)
-      executor_ = std::move(other.executor_);
-    else
-      executor_ = detail::compact_executor<Executor>(other.executor_);
+    executor_ = std::move(ex);
   }
 
   class initiate_async_wait {

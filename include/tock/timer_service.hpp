@@ -158,10 +158,13 @@ class basic_timer_service : public asio::execution_context::service {
     drain.post(*core_);
   }
 
-  // Moves `from`'s expiry and waits to `to`, which holds nothing yet. O(waits of the timer).
-  void move_construct(implementation_type& to, implementation_type& from) noexcept {
+  // Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
+  // expiry `from_expiry` (Asio resets it to time_point()). O(waits of the timer).
+  void move_construct(implementation_type& to, implementation_type& from,
+                      const time_point& from_expiry = time_point()) noexcept {
     std::lock_guard<std::mutex> lock(core_->mutex());
     to.set_expiry(from.expiry());
+    from.set_expiry(from_expiry);
     to.ring.take_from(from.ring);
     to.node.seq = from.node.seq;
     to.node.position = from.node.position;
