@@ -124,6 +124,47 @@ class basic_timer {
     return service_->expires_at(impl_, detail::saturating_add(Clock::now(), d));
   }
 
+#if !defined(BOOST_ASIO_NO_DEPRECATED)
+  // (Deprecated: Use non-error_code overload.) Cancel any asynchronous operations that are waiting on the
+  // timer. As cancel(); `ec` is cleared. O(waits of this timer).
+  std::size_t cancel(error_code& ec) {
+    ec = error_code();
+    return cancel();
+  }
+
+  // (Deprecated: Use non-error_code overload.) Cancels one asynchronous operation that is waiting on the
+  // timer. As cancel_one(); `ec` is cleared. O(1).
+  std::size_t cancel_one(error_code& ec) {
+    ec = error_code();
+    return cancel_one();
+  }
+
+  // (Deprecated: Use expiry().) Get the timer's expiry time as an absolute time. O(1).
+  time_point expires_at() const { return expiry(); }
+
+  // (Deprecated: Use non-error_code overload.) Set the timer's expiry time as an absolute time. As
+  // expires_at(t); `ec` is cleared.
+  std::size_t expires_at(const time_point& t, error_code& ec) {
+    ec = error_code();
+    return expires_at(t);
+  }
+
+  // (Deprecated: Use expiry().) Get the timer's expiry time relative to now (saturating). O(1).
+  duration expires_from_now() const {
+    return detail::saturating_add(expiry(), -Clock::now().time_since_epoch()).time_since_epoch();
+  }
+
+  // (Deprecated: Use expires_after().) Set the timer's expiry time relative to now. As expires_after(d).
+  std::size_t expires_from_now(const duration& d) { return expires_after(d); }
+
+  // (Deprecated: Use expires_after().) Set the timer's expiry time relative to now. As expires_after(d);
+  // `ec` is cleared.
+  std::size_t expires_from_now(const duration& d, error_code& ec) {
+    ec = error_code();
+    return expires_after(d);
+  }
+#endif
+
   // Blocks until the expiry has passed. Throws boost::system::system_error on failure.
   void wait() {
     error_code ec;
