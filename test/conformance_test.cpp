@@ -260,6 +260,15 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_with_an_error_code_aborts_the_oldest_wa
 
 #endif  // !defined(BOOST_ASIO_NO_DEPRECATED)
 
+BOOST_AUTO_TEST_CASE(tock_timer_service_of_takes_a_context_as_of_context_does) {
+  asio::io_context ctx;
+  tock::timer_service& by_context = tock::timer_service::of(ctx);
+  BOOST_CHECK(&by_context == &tock::timer_service::of_context(ctx));
+  BOOST_CHECK(&by_context == &tock::timer_service::of(ctx.get_executor()));
+  BOOST_CHECK(&by_context == &tock::timer_service::of(asio::make_strand(ctx)));
+  asio::io_context other;
+  BOOST_CHECK(&tock::timer_service::of(other) != &by_context);
+}
 
 // --- Completion order -------------------------------------------------------------------------------------
 

@@ -726,6 +726,22 @@ BOOST_AUTO_TEST_CASE(a_moved_from_deadline_that_was_due_soon_waits_for_its_new_e
   BOOST_CHECK(c.at >= t);
 }
 
+BOOST_AUTO_TEST_CASE(a_deadline_at_a_time_point_takes_a_context_or_an_executor) {
+  asio::io_context ctx;
+  const auto t = steady_clock::now() + 5ms;
+  tock::deadline by_context(ctx, t);
+  tock::deadline by_executor(ctx.get_executor(), t);
+  BOOST_CHECK(by_context.expiry() == t);
+  BOOST_CHECK(by_executor.expiry() == t);
+  BOOST_CHECK(by_context.get_executor() == asio::any_io_executor(ctx.get_executor()));
+  completion c;
+  by_context.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(c.at >= t);
+}
+
 // A deadline moved from a thread other than the one running the context, while that thread's driver re-keys
 // it (a lazy extension surfacing): a move to a time after the heap key but before the current expiry takes
 // the lock-free path, and must not be lost to the re-key. A sleep due with the heap key runs first in the

@@ -64,6 +64,10 @@ class basic_deadline {
   // A deadline at `t`.
   basic_deadline(const executor_type& ex, const time_point& t) : basic_deadline(ex) { expires_at(t); }
 
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_deadline(ExecutionContext& ctx, const time_point& t) : basic_deadline(executor_type(ctx.get_executor()), t) {}
+
   // Takes over `other`'s expiry, waits and bound operations. `other` is left as if constructed from its
   // executor alone: same service and executor (a copy), expiry time_point::max(), usable. O(attached).
   basic_deadline(basic_deadline&& other) : service_(other.service_), executor_(other.executor_) {

@@ -66,10 +66,13 @@ class basic_timer_service : public asio::execution_context::service {
 
   // The service of the io_context behind `ex`, created on first use. O(services on the context), locks the
   // context's service registry. Throws std::invalid_argument if `ex` does not run on an io_context.
-  template <typename Executor>
+  template <typename Executor, std::enable_if_t<!std::is_convertible_v<Executor&, asio::io_context&>, int> = 0>
   static basic_timer_service& of(const Executor& ex) {
     return of_context(detail::io_context_of(ex));
   }
+
+  // The service of `ctx` itself, as of_context(ctx).
+  static basic_timer_service& of(asio::io_context& ctx) { return of_context(ctx); }
 
   // The same for a context. After the first call on a thread, O(1) and lock-free while the same context is
   // used: a one-entry thread-local cache, invalidated whenever any timer service is destroyed (so a new
