@@ -61,6 +61,215 @@ void check_service_idle(asio::io_context& ctx) {
 
 BOOST_AUTO_TEST_SUITE(conformance_test)
 
+// --- Moved-from timers (issue 8): as Asio documents, a moved-from timer is in the state of one constructed
+// from its executor alone: same executor, expiry time_point(), and usable again.
+
+namespace {
+
+// Waits on `moved_from` again (expires_after, async_wait) and checks the wait completes with success, while
+// the wait that moved away is aborted by cancelling `to`.
+template <typename Timer, typename To>
+void check_waits_again(asio::io_context& ctx, Timer& moved_from, To& to, completion& moved_wait) {
+  BOOST_CHECK(moved_from.expiry() == typename Timer::time_point());
+  BOOST_CHECK(moved_from.get_executor() == typename Timer::executor_type(ctx.get_executor()));
+  completion again;
+  moved_from.expires_after(5ms);
+  moved_from.async_wait(record(again));
+  BOOST_CHECK_EQUAL(to.cancel(), 1u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(moved_wait.calls, 1);
+  BOOST_CHECK_EQUAL(moved_wait.ec, asio::error::operation_aborted);
+  BOOST_CHECK_EQUAL(again.calls, 1);
+  BOOST_CHECK(!again.ec);
+  BOOST_CHECK_EQUAL(moved_from.cancel(), 0u);
+  check_service_idle<Timer>(ctx);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_moved_from_timer_waits_again_like_a_new_one, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  Timer to(std::move(from));
+  check_waits_again(ctx, from, to, moved_wait);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_move_assigned_from_timer_waits_again_like_a_new_one, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  Timer to(ctx, never);
+  to = std::move(from);
+  check_waits_again(ctx, from, to, moved_wait);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_timer_moved_from_by_a_converting_move_waits_again_like_a_new_one, Timer,
+                              timer_types) {
+  using io_timer = typename Timer::template rebind_executor<asio::io_context::executor_type>::other;
+  asio::io_context ctx;
+  {
+    io_timer from(ctx.get_executor(), never);
+    completion moved_wait;
+    from.async_wait(record(moved_wait));
+    Timer to(std::move(from));
+    check_waits_again(ctx, from, to, moved_wait);
+  }
+  ctx.restart();
+  {
+    io_timer from(ctx.get_executor(), never);
+    completion moved_wait;
+    from.async_wait(record(moved_wait));
+    Timer to(ctx, never);
+    to = std::move(from);
+    check_waits_again(ctx, from, to, moved_wait);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_moved_from_timer_with_a_strand_keeps_it, Timer, timer_types) {
+  asio::io_context ctx;
+  const auto typed_strand = asio::make_strand(ctx);
+  const asio::any_io_executor strand = typed_strand;
+  Timer from(strand, never);
+  Timer to(std::move(from));
+  BOOST_CHECK(from.get_executor() == strand);
+  BOOST_CHECK(to.get_executor() == strand);
+  Timer assigned(ctx);
+  assigned = std::move(to);
+  BOOST_CHECK(to.get_executor() == strand);
+  BOOST_CHECK(assigned.get_executor() == strand);
+  bool in_strand = false;
+  from.expires_after(1ms);
+  from.async_wait([&](const error_code&) { in_strand = typed_strand.running_in_this_thread(); });
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK(in_strand);
+}
+
+#if !defined(BOOST_ASIO_NO_DEPRECATED)
+
+// --- Boost 1.81's deprecated members, offered unless BOOST_ASIO_NO_DEPRECATED is defined.
+
+// Asio's own strand tests re-arm a timer this way.
+BOOST_AUTO_TEST_CASE_TEMPLATE(expires_at_getter_re_arms_a_timer_as_asios_strand_tests_do, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, steady_clock::now());
+  const auto first = timer.expires_at();
+  BOOST_CHECK(first == timer.expiry());
+  timer.expires_at(timer.expires_at() + 2ms);
+  BOOST_CHECK(timer.expiry() == first + 2ms);
+  completion c;
+  timer.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(c.at >= first + 2ms);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_getter_is_the_expiry_relative_to_now, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, 1h);
+  const typename Timer::duration left = timer.expires_from_now();
+  BOOST_CHECK(left <= 1h);
+  BOOST_CHECK(left > 59min);
+  timer.expires_at(steady_clock::now() - 1s);
+  BOOST_CHECK(timer.expires_from_now() < -999ms);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_sets_the_expiry_and_aborts_the_pending_wait, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, never);
+  completion aborted;
+  timer.async_wait(record(aborted));
+  const auto before = steady_clock::now();
+  BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms)), 1u);
+  BOOST_CHECK(timer.expiry() >= before + 5ms);
+  BOOST_CHECK(timer.expiry() <= steady_clock::now() + 5ms);
+  completion c;
+  timer.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_with_an_error_code_clears_it, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, never);
+  completion aborted;
+  timer.async_wait(record(aborted));
+  error_code ec = asio::error::invalid_argument;
+  BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms), ec), 1u);
+  BOOST_CHECK(!ec);
+  BOOST_CHECK(timer.expiry() <= steady_clock::now() + 5ms);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(expires_at_with_an_error_code_sets_the_expiry_and_clears_it, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, never);
+  completion aborted;
+  timer.async_wait(record(aborted));
+  error_code ec = asio::error::invalid_argument;
+  const auto t = steady_clock::now() + 5ms;
+  BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 1u);
+  BOOST_CHECK(!ec);
+  BOOST_CHECK(timer.expiry() == t);
+  BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 0u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_with_an_error_code_aborts_every_wait_and_clears_it, Timer, timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, never);
+  completion a, b;
+  timer.async_wait(record(a));
+  timer.async_wait(record(b));
+  error_code ec = asio::error::invalid_argument;
+  BOOST_CHECK_EQUAL(timer.cancel(ec), 2u);
+  BOOST_CHECK(!ec);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(a.ec, asio::error::operation_aborted);
+  BOOST_CHECK_EQUAL(b.ec, asio::error::operation_aborted);
+  ec = asio::error::invalid_argument;
+  BOOST_CHECK_EQUAL(timer.cancel(ec), 0u);
+  BOOST_CHECK(!ec);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_with_an_error_code_aborts_the_oldest_wait_and_clears_it, Timer,
+                              timer_types) {
+  asio::io_context ctx;
+  Timer timer(ctx, never);
+  std::vector<int> log;
+  timer.async_wait(log_as(log, 1));
+  timer.async_wait(log_as(log, 2));
+  error_code ec = asio::error::invalid_argument;
+  BOOST_CHECK_EQUAL(timer.cancel_one(ec), 1u);
+  BOOST_CHECK(!ec);
+  ctx.poll();
+  BOOST_CHECK(log == std::vector<int>{1});
+  BOOST_CHECK_EQUAL(timer.cancel_one(ec), 1u);
+  BOOST_CHECK_EQUAL(timer.cancel_one(ec), 0u);
+  BOOST_CHECK(!ec);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK((log == std::vector<int>{1, 2}));
+}
+
+#endif  // !defined(BOOST_ASIO_NO_DEPRECATED)
+
+BOOST_AUTO_TEST_CASE(tock_timer_service_of_takes_a_context_as_of_context_does) {
+  asio::io_context ctx;
+  tock::timer_service& by_context = tock::timer_service::of(ctx);
+  BOOST_CHECK(&by_context == &tock::timer_service::of_context(ctx));
+  BOOST_CHECK(&by_context == &tock::timer_service::of(ctx.get_executor()));
+  BOOST_CHECK(&by_context == &tock::timer_service::of(asio::make_strand(ctx)));
+  asio::io_context other;
+  BOOST_CHECK(&tock::timer_service::of(other) != &by_context);
+}
+
 // --- Completion order -------------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(timers_complete_in_expiry_order_whatever_order_their_waits_started, Timer,

@@ -659,6 +659,89 @@ BOOST_AUTO_TEST_CASE(a_moved_deadline_keeps_its_bound_operations) {
   BOOST_CHECK(service_of(ctx).invariants_hold());
 }
 
+namespace {
+
+// `from` was moved from while `to` took its wait: `from` behaves as a deadline made from the executor alone
+// (never, same executor) and is usable again: a wait and a bound read on it time out, `to` still works.
+void check_deadline_used_again(asio::io_context& ctx, tock::deadline& from, tock::deadline& to,
+                               completion& moved_wait) {
+  BOOST_CHECK(from.expiry() == steady_clock::time_point::max());
+  BOOST_CHECK(from.get_executor() == asio::any_io_executor(ctx.get_executor()));
+  socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  io_result r;
+  completion again;
+  from.expires_after(5ms);
+  from.async_wait(record(again));
+  s.server.async_read_some(asio::buffer(buf), from.bind(record_io(r)));
+  to.expires_after(1ms);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(moved_wait.calls, 1);
+  BOOST_CHECK(!moved_wait.ec);
+  BOOST_CHECK(moved_wait.at >= to.expiry());
+  BOOST_CHECK_EQUAL(again.calls, 1);
+  BOOST_CHECK(!again.ec);
+  BOOST_CHECK(again.at >= from.expiry());
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+  BOOST_CHECK(service_of(ctx).invariants_hold());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_moved_from_deadline_is_usable_again_like_a_new_one) {
+  asio::io_context ctx;
+  tock::deadline from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  tock::deadline to(std::move(from));
+  check_deadline_used_again(ctx, from, to, moved_wait);
+}
+
+BOOST_AUTO_TEST_CASE(a_move_assigned_from_deadline_is_usable_again_like_a_new_one) {
+  asio::io_context ctx;
+  tock::deadline from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  tock::deadline to(ctx, never);
+  to = std::move(from);
+  check_deadline_used_again(ctx, from, to, moved_wait);
+}
+
+// The moved-from expiry is max() even when it was earlier: the lock-free later move must not see the old one.
+BOOST_AUTO_TEST_CASE(a_moved_from_deadline_that_was_due_soon_waits_for_its_new_expiry) {
+  asio::io_context ctx;
+  tock::deadline from(ctx, 1ms);
+  tock::deadline to(std::move(from));
+  to.cancel();
+  const auto t = steady_clock::now() + 10ms;
+  from.expires_at(t);
+  BOOST_CHECK(from.expiry() == t);
+  completion c;
+  from.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(c.at >= t);
+}
+
+BOOST_AUTO_TEST_CASE(a_deadline_at_a_time_point_takes_a_context_or_an_executor) {
+  asio::io_context ctx;
+  const auto t = steady_clock::now() + 5ms;
+  tock::deadline by_context(ctx, t);
+  tock::deadline by_executor(ctx.get_executor(), t);
+  BOOST_CHECK(by_context.expiry() == t);
+  BOOST_CHECK(by_executor.expiry() == t);
+  BOOST_CHECK(by_context.get_executor() == asio::any_io_executor(ctx.get_executor()));
+  completion c;
+  by_context.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(c.at >= t);
+}
+
 // A deadline moved from a thread other than the one running the context, while that thread's driver re-keys
 // it (a lazy extension surfacing): a move to a time after the heap key but before the current expiry takes
 // the lock-free path, and must not be lost to the re-key. A sleep due with the heap key runs first in the

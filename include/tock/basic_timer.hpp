@@ -70,19 +70,20 @@ class basic_timer {
   basic_timer(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
       : basic_timer(executor_type(ctx.get_executor()), d) {}
 
-  // Takes over `other`'s expiry and pending waits; `other` keeps its service but no executor. O(waits).
-  basic_timer(basic_timer&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
+  // Takes over `other`'s expiry and pending waits. As in Asio, `other` is left as if constructed from its
+  // executor alone: it keeps its service and executor (a copy), its expiry is time_point(). O(waits).
+  basic_timer(basic_timer&& other) : service_(other.service_), executor_(other.executor_) {
     service_->move_construct(impl_, other.impl_);
   }
 
-  // The same from a timer with another executor type that converts to this one.
+  // The same from a timer with another executor type that converts to this one (`other` keeps its own).
   template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
   basic_timer(basic_timer<Clock, WaitTraits, Executor1>&& other)
       : service_(other.service_), executor_(other.executor_) {
     service_->move_construct(impl_, other.impl_);
   }
 
-  // Aborts this timer's waits, then takes over `other`'s.
+  // Aborts this timer's waits, then takes over `other`'s; `other` is left as after a move construction.
   basic_timer& operator=(basic_timer&& other) {
     if (this != &other) assign_from(std::move(other));
     return *this;
@@ -100,7 +101,7 @@ class basic_timer {
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
-  // The executor given at construction (a copy; empty once moved from). O(1).
+  // The executor given at construction (a copy; a moved-from timer keeps it). O(1).
   executor_type get_executor() noexcept { return executor_.get(); }
 
   // Aborts every pending wait (operation_aborted), even one that fired but has not run; returns how many.
@@ -122,6 +123,47 @@ class basic_timer {
   std::size_t expires_after(const std::chrono::duration<Rep, Period>& d) {
     return service_->expires_at(impl_, detail::saturating_add(Clock::now(), d));
   }
+
+#if !defined(BOOST_ASIO_NO_DEPRECATED)
+  // (Deprecated: Use non-error_code overload.) Cancel any asynchronous operations that are waiting on the
+  // timer. As cancel(); `ec` is cleared. O(waits of this timer).
+  std::size_t cancel(error_code& ec) {
+    ec = error_code();
+    return cancel();
+  }
+
+  // (Deprecated: Use non-error_code overload.) Cancels one asynchronous operation that is waiting on the
+  // timer. As cancel_one(); `ec` is cleared. O(1).
+  std::size_t cancel_one(error_code& ec) {
+    ec = error_code();
+    return cancel_one();
+  }
+
+  // (Deprecated: Use expiry().) Get the timer's expiry time as an absolute time. O(1).
+  time_point expires_at() const { return expiry(); }
+
+  // (Deprecated: Use non-error_code overload.) Set the timer's expiry time as an absolute time. As
+  // expires_at(t); `ec` is cleared.
+  std::size_t expires_at(const time_point& t, error_code& ec) {
+    ec = error_code();
+    return expires_at(t);
+  }
+
+  // (Deprecated: Use expiry().) Get the timer's expiry time relative to now (saturating). O(1).
+  duration expires_from_now() const {
+    return detail::saturating_add(expiry(), -Clock::now().time_since_epoch()).time_since_epoch();
+  }
+
+  // (Deprecated: Use expires_after().) Set the timer's expiry time relative to now. As expires_after(d).
+  std::size_t expires_from_now(const duration& d) { return expires_after(d); }
+
+  // (Deprecated: Use expires_after().) Set the timer's expiry time relative to now. As expires_after(d);
+  // `ec` is cleared.
+  std::size_t expires_from_now(const duration& d, error_code& ec) {
+    ec = error_code();
+    return expires_after(d);
+  }
+#endif
 
   // Blocks until the expiry has passed. Throws boost::system::system_error on failure.
   void wait() {
@@ -148,13 +190,12 @@ class basic_timer {
 
   template <typename Other>
   void assign_from(Other&& other) {
+    // A copy, made first (a boxed executor may throw): the moved-from timer keeps its own, as Asio's.
+    detail::compact_executor<Executor> ex(other.executor_);
     service_->destroy(impl_);
     other.service_->move_construct(impl_, other.impl_);
     service_ = other.service_;
-    if constexpr (std::is_same_v<std::decay_t<Other>, basic_timer>)
-      executor_ = std::move(other.executor_);
-    else
-      executor_ = detail::compact_executor<Executor>(other.executor_);
+    executor_ = std::move(ex);
   }
 
   class initiate_async_wait {

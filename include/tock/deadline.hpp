@@ -64,16 +64,24 @@ class basic_deadline {
   // A deadline at `t`.
   basic_deadline(const executor_type& ex, const time_point& t) : basic_deadline(ex) { expires_at(t); }
 
-  basic_deadline(basic_deadline&& other) : service_(other.service_), executor_(std::move(other.executor_)) {
-    service_->move_construct(impl_, other.impl_);
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_deadline(ExecutionContext& ctx, const time_point& t) : basic_deadline(executor_type(ctx.get_executor()), t) {}
+
+  // Takes over `other`'s expiry, waits and bound operations. `other` is left as if constructed from its
+  // executor alone: same service and executor (a copy), expiry time_point::max(), usable. O(attached).
+  basic_deadline(basic_deadline&& other) : service_(other.service_), executor_(other.executor_) {
+    service_->move_construct(impl_, other.impl_, time_point::max());
   }
 
+  // Aborts this deadline's waits and bound operations, then takes over `other`'s; `other` is left as after
+  // a move construction. O(attached).
   basic_deadline& operator=(basic_deadline&& other) {
     if (this != &other) {
+      executor_ = other.executor_;  // first: the copy may throw (a new box) before anything has changed
       service_->destroy(impl_);
-      other.service_->move_construct(impl_, other.impl_);
+      other.service_->move_construct(impl_, other.impl_, time_point::max());
       service_ = other.service_;
-      executor_ = std::move(other.executor_);
     }
     return *this;
   }
@@ -84,9 +92,10 @@ class basic_deadline {
   // Aborts waits and cancels bound operations. O(log N + attached).
   ~basic_deadline() { service_->destroy(impl_); }
 
-  // The executor given at construction (a copy; empty once moved from). O(1).
+  // The executor given at construction (a copy; a moved-from deadline keeps it). O(1).
   executor_type get_executor() noexcept { return executor_.get(); }
 
+  // The deadline as an absolute time (time_point::max() if never). O(1).
   time_point expiry() const noexcept { return service_->expiry(impl_); }
 
   // Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is

@@ -67,10 +67,13 @@ class basic_timer_service : public asio::execution_context::service {
 
   // The service of the io_context behind `ex`, created on first use. O(services on the context), locks the
   // context's service registry. Throws std::invalid_argument if `ex` does not run on an io_context.
-  template <typename Executor>
+  template <typename Executor, std::enable_if_t<!std::is_convertible_v<Executor&, asio::io_context&>, int> = 0>
   static basic_timer_service& of(const Executor& ex) {
     return of_context(detail::io_context_of(ex));
   }
+
+  // The service of `ctx` itself, as of_context(ctx).
+  static basic_timer_service& of(asio::io_context& ctx) { return of_context(ctx); }
 
   // The same for a context. After the first call on a thread, O(1) and lock-free while the same context is
   // used: a one-entry thread-local cache, invalidated whenever any timer service is destroyed (so a new
@@ -159,10 +162,13 @@ class basic_timer_service : public asio::execution_context::service {
     drain.post(*core_);
   }
 
-  // Moves `from`'s expiry and waits to `to`, which holds nothing yet. O(waits of the timer).
-  void move_construct(implementation_type& to, implementation_type& from) noexcept {
+  // Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
+  // expiry `from_expiry` (Asio resets it to time_point()). O(waits of the timer).
+  void move_construct(implementation_type& to, implementation_type& from,
+                      const time_point& from_expiry = time_point()) noexcept {
     std::lock_guard<std::mutex> lock(core_->mutex());
     to.set_expiry(from.expiry());
+    from.set_expiry(from_expiry);
     to.ring.take_from(from.ring);
     to.node.seq = from.node.seq;
     to.node.position = from.node.position;

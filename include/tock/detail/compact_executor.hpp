@@ -48,6 +48,18 @@ class compact_executor<boost::asio::any_io_executor> {
     assign(any(other.get()));
   }
 
+  // A copy holds the same executor; a boxed one is copied into a new box (one allocation).
+  compact_executor(const compact_executor& other) { copy(other); }
+
+  compact_executor& operator=(const compact_executor& other) {
+    if (this != &other) {
+      compact_executor tmp(other);  // may throw (a new box): leaves *this as it was
+      reset();
+      take(tmp);
+    }
+    return *this;
+  }
+
   compact_executor(compact_executor&& other) noexcept { take(other); }
 
   compact_executor& operator=(compact_executor&& other) noexcept {
@@ -59,9 +71,6 @@ class compact_executor<boost::asio::any_io_executor> {
   }
 
   ~compact_executor() { reset(); }
-
-  compact_executor(const compact_executor&) = delete;
-  compact_executor& operator=(const compact_executor&) = delete;
 
   any get() const noexcept {
     switch (kind_) {
@@ -89,6 +98,16 @@ class compact_executor<boost::asio::any_io_executor> {
       kind_ = kind::io;
     } else if (ex) {
       boxed_ = new any(ex);
+      kind_ = kind::boxed;
+    }
+  }
+
+  void copy(const compact_executor& other) {
+    if (other.kind_ == kind::io) {
+      ::new (static_cast<void*>(&io_)) io(other.io_);
+      kind_ = kind::io;
+    } else if (other.kind_ == kind::boxed) {
+      boxed_ = new any(*other.boxed_);
       kind_ = kind::boxed;
     }
   }
