@@ -29,13 +29,7 @@ trap cleanup EXIT
 echo "\$ server ${server_args[*]} &"
 build/release/examples/server "${server_args[@]}" >"$server_out" &
 server_pid=$!
-port=
-for _ in $(seq 100); do # up to 10 s for the first line
-    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$server_out")
-    [[ -n $port ]] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-done
+port=$(wait_for_port "$server_pid" "$server_out")
 if [[ -z $port ]]; then
     echo "the server did not start" >&2
     cat "$server_out" >&2

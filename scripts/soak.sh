@@ -71,8 +71,8 @@ fi
 
 out=build/soak
 bin=$out/examples
+source scripts/deps.sh
 if ((build)); then
-    source scripts/deps.sh
     ensure_packages "${TOCK_PACKAGES[@]}"
     if [[ ! -f $out/CMakeCache.txt ]]; then
         cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DTOCK_BUILD_TESTS=OFF -DTOCK_BUILD_BENCH=OFF
@@ -133,13 +133,7 @@ echo "soak: ${duration_s} s, a sample every ${sample_s} s, warm-up ${warmup_s} s
 echo "\$ server ${server_args[*]} &"
 "$bin/server" "${server_args[@]}" >"$server_out" 2>"$out/server.err" </dev/null &
 server_pid=$!
-port=
-for _ in $(seq 100); do # up to 10 s for the first line
-    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$server_out")
-    [[ -n $port ]] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-done
+port=$(wait_for_port "$server_pid" "$server_out")
 if [[ -z $port ]]; then
     echo "soak: FAIL: the server did not start" >&2
     cat "$server_out" "$out/server.err" >&2
