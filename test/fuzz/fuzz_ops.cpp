@@ -425,6 +425,7 @@ struct run {
     for (auto& w : m.waits)  // waits left at `to` (already decided or done) no longer matter; keep them apart
       if (w.k == kind::timer_wait && w.owner == to && (w.decided || w.done())) w.owner = -1;
     timer_expiry[to] = timer_expiry[from];
+    timer_expiry[from] = time_point();  // as Asio's: a moved-from timer has a default expiry
     timer_on_strand[to] = timer_on_strand[from];
     timer_moved_from[to] = false;
     timer_moved_from[from] = true;
@@ -511,7 +512,8 @@ struct run {
       else if (w.k == kind::bound_read && w.dl == to) w.dl = -1;
     }
     m.dl_expiry[to] = m.dl_expiry[from];
-    m.dl_expiry[from] = TOCK_FUZZ_KNOWN_BUGS ? m.dl_expiry[from] : std::nullopt;
+    // A moved-from deadline is as if constructed from its executor alone: never (time_point::max()).
+    m.dl_expiry[from] = TOCK_FUZZ_KNOWN_BUGS ? std::optional<time_point>(time_point::max()) : std::nullopt;
     dl_moved_from[to] = false;
     dl_moved_from[from] = true;
   }
