@@ -9,10 +9,12 @@
 #include <tock/tock.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
@@ -22,6 +24,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <type_traits>
 
 namespace {
 
@@ -138,6 +141,34 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_handler_that_replaced_the_waits_in_its_slot_stay
   BOOST_TEST(sig.slot().has_handler());
   sig.emit(asio::cancellation_type::terminal);
   BOOST_TEST(user_calls == 1);
+}
+
+// A wait that fired on one context and runs on a strand of another, after the first context is gone: its
+// slot is cleared then, and nothing of the dead service may be touched.
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_run_on_another_context_after_its_own_is_gone_clears_its_slot, Timer, timer_types) {
+  asio::cancellation_signal sig;
+  asio::io_context other;
+  completion c;
+  {
+    auto ctx = std::make_unique<asio::io_context>();
+    Timer timer(*ctx, 1ms);
+    timer.async_wait(asio::bind_cancellation_slot(
+        sig.slot(), asio::bind_executor(asio::make_strand(other), record(c))));
+    BOOST_TEST(run_until_idle(*ctx));  // fired: the handler is queued on `other`
+  }
+  BOOST_TEST(run_until_idle(other));
+  BOOST_TEST(c.calls == 1);
+  // tock's stronger rule: destroying the timer aborts a fired wait whose handler has not run yet.
+  if constexpr (std::is_same_v<Timer, tock::timer>)
+    BOOST_TEST(c.ec == asio::error::operation_aborted);
+  else
+    BOOST_TEST(!c.ec);
+  // tock cleared the slot, so a stale emit finds nothing; Asio's handler, left in the slot, would reach into
+  // its destroyed service.
+  if constexpr (std::is_same_v<Timer, tock::timer>) {
+    sig.emit(asio::cancellation_type::terminal);
+    BOOST_TEST(!sig.slot().has_handler());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_sleep_whose_signal_died_fires) {

@@ -359,10 +359,12 @@ class basic_timer_service : public asio::execution_context::service {
   template <typename Op>
   class slot_cancellation {
    public:
-    slot_cancellation(basic_timer_service* s, Op* op) noexcept : service_(s), op_(op) {
-      op_->complete(op_, *service_->core_, detail::op_action::hooked, error_code());
+    slot_cancellation(basic_timer_service* s, Op* op) noexcept : service_(s), core_(s->core_.get()), op_(op) {
+      op_->complete(op_, *core_, detail::op_action::hooked, error_code());
     }
-    ~slot_cancellation() { op_->complete(op_, *service_->core_, detail::op_action::unhooked, error_code()); }
+    // Through the core, not the service: a fired wait run on another context's executor may clear its slot
+    // after this service is gone (the core lives on with it).
+    ~slot_cancellation() { op_->complete(op_, *core_, detail::op_action::unhooked, error_code()); }
     slot_cancellation(const slot_cancellation&) = delete;
     slot_cancellation& operator=(const slot_cancellation&) = delete;
 
@@ -374,6 +376,7 @@ class basic_timer_service : public asio::execution_context::service {
 
    private:
     basic_timer_service* service_;
+    detail::service_core* core_;
     Op* op_;
   };
 
