@@ -838,7 +838,8 @@ BOOST_AUTO_TEST_CASE(deadline_bind_global, *utf::expected_failures(1)) {
 BOOST_AUTO_TEST_CASE(deadline_bind_handler) {
   BOOST_TEST(exercise("deadline_bind", scenario_deadline_bind, mode::handler) == 0);
 }
-// Found bugs 4, 8, and 1 through schedule() (armed_at_ said armed when the driver's arming threw): fixed.
+// Found bugs 4, 8 and 1 through schedule() (an entry scheduled before the driver's arming threw): fixed;
+// the timed operation's start unschedules it.
 BOOST_AUTO_TEST_CASE(timeout_global) {
   BOOST_TEST(exercise("timeout", scenario_timeout, mode::global) == 0);
 }

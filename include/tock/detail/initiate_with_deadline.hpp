@@ -70,7 +70,9 @@ class initiate_with_deadline {
     try {
       ec = registrar_.add(service, *op);
     } catch (...) {
-      op->unscheduled();  // the entry's reference; `bound` drops the other
+      // Not scheduled: drop the entry's reference (`bound` drops the other). Scheduled before the throw (the
+      // driver's arming failed): `bound` unschedules it and drops both.
+      if (!is_scheduled(*op)) op->unscheduled();
       throw;
     }
     if (ec) {
@@ -86,6 +88,9 @@ class initiate_with_deadline {
   }
 
  private:
+  static bool is_scheduled(const sleep_op_base& entry) noexcept { return entry.node.position != heap_node::nowhere; }
+  static bool is_scheduled(const wait_op& entry) noexcept { return entry.next != nullptr; }
+
   // The service of the I/O object's context; without an I/O object, that of the handler's executor. (The
   // handler's executor may be one no context owns, such as use_future's.)
   template <typename Executor>
