@@ -100,11 +100,24 @@ void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec)
   }
 }
 
-// What a timer wait or sleep does for each op_action (a fired timer wait that checks at run aside).
+template <typename Op>
+class fired_wait_runner;
+
+// What a timer wait or sleep does for each op_action. A fired one whose handler runs on a foreign executor
+// is finished there by a runner: a timer wait is settled there (fired or cancelled since), and either is
+// freed only there, where its cancellation slot is emitted, so that an emit racing the driver never finds
+// the operation gone.
 template <typename Op, typename Base>
 void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) {
   switch (a) {
-    case op_action::invoke: finish_op(op, core, finish_how::dispatch, ec); break;
+    case op_action::invoke:
+      if constexpr (std::decay_t<decltype(op->target_)>::checked_at_run) {
+        auto executor = op->target_.executor;
+        asio::dispatch(executor, fired_wait_runner<Op>(core, op));
+      } else {
+        finish_op(op, core, finish_how::dispatch, ec);
+      }
+      break;
     case op_action::unhook:
       if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
       break;
@@ -115,9 +128,6 @@ void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) 
     case op_action::destroy: finish_op(op, core, finish_how::destroy, ec); break;
   }
 }
-
-template <typename Op>
-class fired_wait_runner;
 
 template <typename Handler, typename Target>
 class sleep_op : public sleep_op_base {
@@ -130,17 +140,7 @@ class sleep_op : public sleep_op_base {
 
   template <bool Hooked>
   static void do_complete(sleep_op_base* base, service_core& core, op_action a, const error_code& ec) {
-    auto* self = static_cast<sleep_op*>(base);
-    if constexpr (Target::checked_at_run) {
-      // Freed only on its executor, where its cancellation slot is emitted: an emit racing the driver
-      // then never finds the operation gone.
-      if (a == op_action::invoke) {
-        auto executor = self->target_.executor;
-        asio::dispatch(executor, fired_wait_runner<sleep_op>(core, self));
-        return;
-      }
-    }
-    complete_op<sleep_op, sleep_op_base>(self, core, a, ec);
+    complete_op<sleep_op, sleep_op_base>(static_cast<sleep_op*>(base), core, a, ec);
   }
   static bool slot_hooked(const sleep_op* op) noexcept { return op->complete == &do_complete<true>; }
 
@@ -202,15 +202,7 @@ class timer_wait_op : public wait_op {
 
   template <bool Hooked>
   static void do_complete(wait_op* base, service_core& core, op_action a, const error_code& ec) {
-    auto* self = static_cast<timer_wait_op*>(base);
-    if constexpr (Target::checked_at_run) {
-      if (a == op_action::invoke) {
-        auto executor = self->target_.executor;
-        asio::dispatch(executor, fired_wait_runner<timer_wait_op>(core, self));
-        return;
-      }
-    }
-    complete_op<timer_wait_op, wait_op>(self, core, a, ec);
+    complete_op<timer_wait_op, wait_op>(static_cast<timer_wait_op*>(base), core, a, ec);
   }
   static bool slot_hooked(const timer_wait_op* op) noexcept { return op->complete == &do_complete<true>; }
 
