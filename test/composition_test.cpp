@@ -38,16 +38,8 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
-using namespace tock_test;  // test_support.hpp, timed_ops_support.hpp
+using namespace tock_test;  // test_support.hpp (never, service_of, timed_out, aborted), timed_ops_support.hpp
 using steady_clock = std::chrono::steady_clock;
-
-// Long enough never to pass during a test.
-constexpr steady_clock::duration never = 1h;
-
-tock::timer_service& service_of(asio::io_context& ctx) { return tock::timer_service::of(ctx.get_executor()); }
-
-const error_code timed_out = make_error_code(tock::error::timed_out);
-const error_code aborted = asio::error::operation_aborted;
 
 using read_signature = void(error_code, std::size_t);
 using strand_type = asio::strand<asio::io_context::executor_type>;

@@ -61,16 +61,8 @@ using tock_test::counting_allocator;
 using tock_test::error_code;
 using tock_test::record;
 using tock_test::run_until_idle;
-using namespace tock_test;  // timed_ops_support.hpp
+using namespace tock_test;  // test_support.hpp (never, service_of, timed_out, aborted), timed_ops_support.hpp
 using steady_clock = std::chrono::steady_clock;
-
-// Long enough never to pass during a test.
-constexpr steady_clock::duration never = 1h;
-
-tock::timer_service& service_of(asio::io_context& ctx) { return tock::timer_service::of(ctx.get_executor()); }
-
-const error_code timed_out = make_error_code(tock::error::timed_out);
-const error_code aborted = asio::error::operation_aborted;
 
 
 

@@ -1,20 +1,50 @@
-// test/test_support.hpp: small helpers shared by the test files. Header-only; no Boost.Test macros here.
+// test/test_support.hpp: small helpers shared by the test files, and the prelude most of them share (never,
+// service_of, timed_out, aborted). Header-only; check_idle() is the one helper that asserts.
 #ifndef TOCK_TEST_SUPPORT_HPP
 #define TOCK_TEST_SUPPORT_HPP
 
+#include <tock/error.hpp>
+#include <tock/timer_service.hpp>
+
+#include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/system/error_code.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <source_location>
 
 namespace tock_test {
 
 namespace asio = boost::asio;
 using error_code = boost::system::error_code;
 using steady_clock = std::chrono::steady_clock;
+
+// Long enough never to pass during a test: an operation limited by it completes only if something else ends it.
+inline constexpr steady_clock::duration never = std::chrono::hours(1);
+
+// The codes a timed operation completes with when its deadline passes, and when it is cancelled otherwise.
+inline const error_code timed_out = make_error_code(tock::error::timed_out);
+inline const error_code aborted = asio::error::operation_aborted;
+
+// The timer service of `ctx` for `Clock` (steady_clock unless a test runs on another clock).
+template <typename Clock = steady_clock>
+tock::basic_timer_service<Clock>& service_of(asio::io_context& ctx) {
+  return tock::basic_timer_service<Clock>::of(ctx.get_executor());
+}
+
+// Checks that `ctx`'s timer service has nothing pending and a consistent heap: what every case expects once
+// its operations are done. A failure names the line that called it.
+template <typename Clock = steady_clock>
+void check_idle(asio::io_context& ctx, const std::source_location& where = std::source_location::current()) {
+  BOOST_TEST_CONTEXT("check_idle called from line " << where.line()) {
+    BOOST_CHECK_EQUAL(service_of<Clock>(ctx).pending(), 0u);
+    BOOST_CHECK(service_of<Clock>(ctx).invariants_hold());
+  }
+}
 
 // Runs `ctx` until it runs out of work, but for no longer than `limit`. True if it ran out of work, false
 // if it still had work when the limit passed (a wait that should have completed, or been aborted, did not).

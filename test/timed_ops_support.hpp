@@ -1,5 +1,5 @@
 // Shared by the tests of timed operations (tock::timeout, tock::deadline::bind): a loopback socket pair,
-// a recorder for I/O completions, a bounded coroutine runner, an operation that records the cancellation
+// recorders for I/O completions, a bounded coroutine runner, an operation that records the cancellation
 // type emitted on it, and a handler that counts its destruction.
 #ifndef TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 #define TOCK_TEST_TIMED_OPS_SUPPORT_HPP
@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -56,6 +57,15 @@ inline auto record_io(io_result& r) {
     r.ec = ec;
     r.bytes = n;
     r.at = steady_clock::now();
+  };
+}
+
+// record_io(r), then `then()`: what a case also does when the operation completes (cancel a reference timer,
+// look at the service). One handler type for all such cases, so each operation is compiled once for it.
+inline auto record_io_then(io_result& r, std::function<void()> then) {
+  return [&r, then = std::move(then)](const error_code& ec, std::size_t n) {
+    record_io(r)(ec, n);
+    then();
   };
 }
 
