@@ -1,20 +1,27 @@
 // Shared by the tests of timed operations (tock::timeout, tock::deadline::bind): a loopback socket pair,
 // recorders for I/O completions, a bounded coroutine runner, an operation that records the cancellation
-// type emitted on it, and a handler that counts its destruction.
+// type emitted on it, a handler that counts its destruction, and for timed_ops_test: the two adapters behind
+// one interface (with_deadline, with_timeout), the prelude of a pending read, and a tally of outcomes.
 #ifndef TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 #define TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 
 #include "test_support.hpp"
 
+#include <tock/deadline.hpp>
+#include <tock/timeout.hpp>
+
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -23,6 +30,7 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace tock_test {
 
@@ -174,6 +182,112 @@ class shutdown_context : public asio::io_context {
  public:
   void shut_down() { shutdown(); }
 };
+
+// The two adapters, behind one interface: `A limit(ex_or_ctx, d)` or `A limit(ctx, t)` sets the limit,
+// `limit.bind(token[, type])` makes the token of an operation it bounds, `limit.expires_after(d)` sets it for
+// the operations bound next, and no bound operation may time out before `limit.not_before()`. Both run on
+// steady_clock, the only clock tock::timeout has; once it has others, a Clock parameter here (with
+// service_of<Clock> and check_idle<Clock>) can run the cases on tock::manual_clock.
+
+// tock::deadline: one movable deadline, set when the adapter is made, for every operation bound to it.
+struct with_deadline {
+  static constexpr bool is_deadline = true;
+
+  template <typename ExecutorOrContext>
+  with_deadline(ExecutorOrContext& ex, steady_clock::duration d) : deadline(ex, d) {}
+  with_deadline(asio::io_context& ctx, steady_clock::time_point t) : deadline(ctx.get_executor(), t) {}
+
+  template <typename Token>
+  auto bind(Token&& token) {
+    return deadline.bind(std::forward<Token>(token));
+  }
+  template <typename Token>
+  auto bind(Token&& token, asio::cancellation_type type) {
+    return deadline.bind(std::forward<Token>(token), type);
+  }
+
+  void expires_after(steady_clock::duration d) { deadline.expires_after(d); }
+  steady_clock::time_point not_before() const { return deadline.expiry(); }
+
+  tock::deadline deadline;
+};
+
+// tock::timeout(d, token), or tock::timeout_at(t, token) when made with a time point: a deadline per operation,
+// `d` after its initiation (so not before `d` after the first bind(), which comes first).
+struct with_timeout {
+  static constexpr bool is_deadline = false;
+
+  template <typename ExecutorOrContext>
+  with_timeout(ExecutorOrContext&, steady_clock::duration d) : after_(d) {}
+  with_timeout(asio::io_context&, steady_clock::time_point t) : at_(t) {}
+
+  template <typename Token>
+  auto bind(Token&& token) {
+    if (!after_) return tock::timeout_at(at_, std::forward<Token>(token));
+    note_bind();
+    return tock::timeout(*after_, std::forward<Token>(token));
+  }
+  template <typename Token>
+  auto bind(Token&& token, asio::cancellation_type type) {
+    if (!after_) return tock::timeout_at(at_, std::forward<Token>(token), type);
+    note_bind();
+    return tock::timeout(*after_, std::forward<Token>(token), type);
+  }
+
+  void expires_after(steady_clock::duration d) {
+    after_ = d;
+    first_bind_.reset();
+  }
+  steady_clock::time_point not_before() const { return after_ ? first_bind_.value() + *after_ : at_; }
+
+ private:
+  void note_bind() {
+    if (!first_bind_) first_bind_ = steady_clock::now();
+  }
+
+  std::optional<steady_clock::duration> after_;
+  steady_clock::time_point at_{};
+  std::optional<steady_clock::time_point> first_bind_;
+};
+
+using adapters = boost::mpl::list<with_deadline, with_timeout>;
+
+// The prelude of most cases: a context and a socket pair whose server end reads into `buf` (`read(token)`)
+// and records into `r`. Nothing is sent unless the case writes, so the read pends.
+struct pending_read {
+  asio::io_context ctx;
+  socket_pair s{ctx};
+  std::array<char, 16> buf{};
+  io_result r;
+
+  template <typename Token>
+  auto read(Token&& token) {
+    return s.server.async_read_some(asio::buffer(buf), std::forward<Token>(token));
+  }
+};
+
+// How operations raced against their deadline completed: success, timed_out or anything else (a bug).
+struct tally {
+  int succeeded = 0;
+  int timeouts = 0;
+  int other = 0;
+
+  // A void(error_code) handler that counts its call in `calls[k]` and its outcome here.
+  auto count(std::vector<int>& calls, std::size_t k) {
+    return [this, &calls, k](const error_code& ec) {
+      ++calls[k];
+      if (!ec)
+        ++succeeded;
+      else if (ec == timed_out)
+        ++timeouts;
+      else
+        ++other;
+    };
+  }
+};
+
+// A void(error_code) handler that does nothing.
+inline void do_nothing(const error_code&) {}
 
 }  // namespace tock_test
 

@@ -1,0 +1,820 @@
+// timed_ops_test, continued (the suite is split in two translation units only to compile in parallel; see
+// timed_ops_test.cpp for what it covers): completion tokens, shutdown, several threads, then the deadline
+// object's own behaviours (moving it, waiting on it, cancelling, destroying and moving it).
+#include "test_support.hpp"
+#include "timed_ops_support.hpp"
+
+#include <tock/tock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/system/errc.hpp>
+#include <boost/system/system_error.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+using namespace tock_test;  // test_support.hpp (never, service_of, check_idle, ...), timed_ops_support.hpp
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(timed_ops_test)
+
+// --- Completion tokens inside the adapter: use_awaitable, as_tuple (inside and outside), deferred, and the
+// awaitable operators.
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(use_awaitable_read_throws_timed_out, A, adapters, pending_read) {
+  A limit(ctx, 20ms);
+  error_code thrown;
+  bool returned = false;
+  steady_clock::time_point at{};
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    try {
+      co_await read(limit.bind(asio::use_awaitable));
+      returned = true;
+    } catch (const boost::system::system_error& e) {
+      thrown = e.code();
+      at = steady_clock::now();
+    }
+  }));
+  BOOST_CHECK(!returned);
+  BOOST_CHECK_EQUAL(thrown, timed_out);
+  BOOST_CHECK(thrown == boost::system::errc::timed_out);
+  BOOST_CHECK(at >= limit.not_before());
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(as_tuple_read_returns_timed_out, A, adapters, pending_read) {
+  A limit(ctx, 10ms);
+  error_code result;
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    auto [ec, n] = co_await read(limit.bind(asio::as_tuple(asio::use_awaitable)));
+    result = ec;
+    BOOST_CHECK_EQUAL(n, 0u);
+  }));
+  BOOST_CHECK_EQUAL(result, timed_out);
+  check_idle(ctx);
+}
+
+// as_tuple around the adapter's token: the adapter's handler then sees the tuple, not the error code.
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(as_tuple_outside_returns_timed_out, A, adapters, pending_read) {
+  A limit(ctx, 10ms);
+  error_code result;
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    auto [ec, n] = co_await read(asio::as_tuple(limit.bind(asio::use_awaitable)));
+    result = ec;
+    BOOST_CHECK_EQUAL(n, 0u);
+  }));
+  BOOST_CHECK_EQUAL(result, timed_out);
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(use_awaitable_read_returns_bytes_before_deadline, A, adapters, pending_read) {
+  asio::write(s.client, asio::buffer("abc", 3));
+  A limit(ctx, never);
+  std::size_t got = 0;
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    got = co_await read(limit.bind(asio::use_awaitable));
+  }));
+  BOOST_CHECK_EQUAL(got, 3u);
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(deferred_read_times_out_once_invoked, A, adapters, pending_read) {
+  A limit(ctx, 15ms);
+  auto op = read(limit.bind(asio::deferred));
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);  // nothing is started before the invocation
+  std::move(op)(record_io(r));
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 1u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= limit.not_before());
+  check_idle(ctx);
+}
+
+// A deferred operation is tied to the deadline as it is when the operation is invoked.
+BOOST_FIXTURE_TEST_CASE(deferred_read_follows_deadline_moved_before_invocation, pending_read) {
+  tock::deadline dl(ctx, 1ms);
+  auto op = read(dl.bind(asio::deferred));
+  dl.expires_after(20ms);
+  std::move(op)(record_io(r));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= dl.expiry());
+}
+
+// A relative timeout counts from the initiation, which for a deferred operation is its invocation.
+BOOST_FIXTURE_TEST_CASE(deferred_read_timeout_counts_from_invocation, pending_read) {
+  auto op = read(tock::timeout(20ms, asio::deferred));
+  std::this_thread::sleep_for(30ms);
+  const auto invoked = steady_clock::now();
+  std::move(op)(record_io(r));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_MESSAGE(r.at - invoked >= 20ms,
+                      "timed out "
+                          << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
+                          << " us after the invocation, before the 20 ms timeout");
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(deferred_read_awaited_throws_timed_out, A, adapters, pending_read) {
+  A limit(ctx, 10ms);
+  error_code thrown;
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    auto op = read(limit.bind(asio::deferred));
+    try {
+      co_await std::move(op)(asio::use_awaitable);
+    } catch (const boost::system::system_error& e) {
+      thrown = e.code();
+    }
+  }));
+  BOOST_CHECK_EQUAL(thrown, timed_out);
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(or_with_longer_sleep_returns_timed_out_read, A, adapters, pending_read) {
+  A limit(ctx, 10ms);
+  std::size_t index = 99;
+  error_code result;
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    auto v = co_await (read(limit.bind(asio::as_tuple(asio::use_awaitable))) || tock::sleep_for(never));
+    index = v.index();
+    if (v.index() == 0) result = std::get<0>(std::get<0>(v));
+  }));
+  BOOST_CHECK_EQUAL(index, 0u);
+  BOOST_CHECK_EQUAL(result, timed_out);
+  check_idle(ctx);
+}
+
+// The group's cancellation of the losing read reaches the adapter's operation through the coroutine's slot:
+// the read is aborted (not timed out) and its deadline entry removed. A deadline's own wait is untouched.
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(or_with_shorter_sleep_aborts_read, A, adapters, pending_read) {
+  A limit(ctx, never);
+  completion wait;
+  if constexpr (A::is_deadline) limit.deadline.async_wait(record(wait));
+  std::size_t index = 99;
+  error_code read_error;
+  std::size_t pending_after = 99;
+  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
+    auto limited_read = [&]() -> asio::awaitable<void> {
+      try {
+        co_await read(limit.bind(asio::use_awaitable));
+      } catch (const boost::system::system_error& e) {
+        read_error = e.code();
+        throw;
+      }
+    };
+    auto v = co_await (limited_read() || tock::sleep_for(10ms));
+    index = v.index();
+    pending_after = service_of(ctx).pending();
+    if constexpr (A::is_deadline) limit.deadline.cancel();
+  }));
+  BOOST_CHECK_EQUAL(index, 1u);
+  BOOST_CHECK_EQUAL(read_error, aborted);
+  BOOST_CHECK_EQUAL(pending_after, A::is_deadline ? 1u : 0u);  // a deadline's own wait
+  if constexpr (A::is_deadline) {
+    BOOST_CHECK_EQUAL(wait.calls, 1);
+    BOOST_CHECK_EQUAL(wait.ec, aborted);  // by the cancel() above, not by the read
+  }
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE_TEMPLATE(allocates_through_handler_allocator_and_frees_all, A, adapters, pending_read) {
+  allocation_counts counts;
+  A limit(ctx, 5ms);
+  read(limit.bind(asio::bind_allocator(counting_allocator<void>(counts), record_io(r))));
+  BOOST_CHECK_GT(counts.allocations.load(), 0u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_EQUAL(counts.allocations.load(), counts.deallocations.load());
+  BOOST_CHECK_EQUAL(counts.live_bytes.load(), 0);
+}
+
+// --- Shutdown: a pending handler is destroyed once, never called.
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(shutdown_destroys_pending_read_handler_once, A, adapters) {
+  probe p;
+  {
+    shutdown_context ctx;
+    {
+      socket_pair s(ctx);
+      A limit(ctx, never);
+      std::array<char, 16> buf{};
+      s.server.async_read_some(asio::buffer(buf), limit.bind(tracked_handler(p)));
+      ctx.poll();
+      BOOST_CHECK_EQUAL(p.alive(), 1);
+      ctx.shut_down();
+      BOOST_CHECK_EQUAL(p.alive(), 0);
+    }
+  }
+  BOOST_CHECK_EQUAL(p.invoked, 0);
+  BOOST_CHECK_EQUAL(p.destroyed, 1);
+  BOOST_CHECK_EQUAL(p.alive(), 0);
+}
+
+// The deadline passed and cancelled the read, whose completion is queued when the context shuts down.
+BOOST_AUTO_TEST_CASE_TEMPLATE(shutdown_after_deadline_fired_destroys_read_handler_once, A, adapters) {
+  probe p;
+  {
+    shutdown_context ctx;
+    {
+      socket_pair s(ctx);
+      A limit(ctx, 1ms);
+      std::array<char, 16> buf{};
+      s.server.async_read_some(asio::buffer(buf), limit.bind(tracked_handler(p)));
+      BOOST_REQUIRE_EQUAL(ctx.run_one_for(5s), 1u);  // the service's driver: the deadline passes
+      BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+      BOOST_CHECK_EQUAL(p.invoked, 0);
+      BOOST_CHECK_EQUAL(p.alive(), 1);
+      ctx.shut_down();
+      BOOST_CHECK_EQUAL(p.alive(), 0);
+    }
+  }
+  BOOST_CHECK_EQUAL(p.invoked, 0);
+  BOOST_CHECK_EQUAL(p.destroyed, 1);
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_destroys_deadline_wait_and_bound_sleep_once) {
+  probe wait_probe;
+  probe sleep_probe;
+  {
+    shutdown_context ctx;
+    {
+      tock::deadline dl(ctx, never);
+      dl.async_wait(tracked_handler(wait_probe));
+      tock::async_sleep_for(ctx, never, dl.bind(asio::bind_executor(ctx, tracked_handler(sleep_probe))));
+      ctx.poll();
+      BOOST_CHECK_EQUAL(wait_probe.alive(), 1);
+      BOOST_CHECK_EQUAL(sleep_probe.alive(), 1);
+      ctx.shut_down();
+      BOOST_CHECK_EQUAL(wait_probe.alive(), 0);
+      BOOST_CHECK_EQUAL(sleep_probe.alive(), 0);
+    }
+  }
+  BOOST_CHECK_EQUAL(wait_probe.invoked, 0);
+  BOOST_CHECK_EQUAL(wait_probe.destroyed, 1);
+  BOOST_CHECK_EQUAL(sleep_probe.invoked, 0);
+  BOOST_CHECK_EQUAL(sleep_probe.destroyed, 1);
+}
+
+BOOST_AUTO_TEST_CASE(context_destroyed_with_timed_sleep_destroys_handler_once) {
+  probe p;
+  {
+    asio::io_context ctx;
+    tock::async_sleep_for(ctx, never, tock::timeout(never, asio::bind_executor(ctx, tracked_handler(p))));
+    ctx.poll();
+    BOOST_CHECK_EQUAL(p.alive(), 1);
+  }
+  BOOST_CHECK_EQUAL(p.invoked, 0);
+  BOOST_CHECK_EQUAL(p.destroyed, 1);
+  BOOST_CHECK_EQUAL(p.alive(), 0);
+}
+
+// --- Several threads.
+
+// Each connection has a strand; its sockets and its adapter are created on it and its handlers are bound to
+// it inside the adapter's token. Iterations alternate: no data (the deadline passes; a deadline's own wait
+// completes too), data written first (the read wins), and data written when the deadline is due (either may
+// win).
+BOOST_AUTO_TEST_CASE_TEMPLATE(strand_reads_on_two_threads_complete_once, A, adapters) {
+  asio::io_context ctx(2);
+  constexpr int connections = 8;
+  constexpr int per_connection = 25;  // 200 operations
+
+  struct connection {
+    explicit connection(asio::io_context& ctx)
+        : strand(asio::make_strand(ctx)), sockets(strand), limit(strand, never), writer(strand) {}
+    asio::strand<asio::io_context::executor_type> strand;
+    socket_pair sockets;
+    A limit;
+    asio::steady_timer writer;
+    std::array<char, 64> buf{};
+    std::size_t unread = 0;  // bytes written and not yet read
+    int parts = 0;
+    std::array<int, per_connection> calls{};
+    std::array<int, per_connection> waits{};
+  };
+  std::vector<std::unique_ptr<connection>> conns;
+  for (int i = 0; i < connections; ++i) conns.push_back(std::make_unique<connection>(ctx));
+
+  std::atomic<int> completions{0};
+  std::atomic<int> timeouts{0};
+  std::atomic<int> successes{0};
+  std::atomic<int> unexpected{0};  // an error other than timed_out, or a result the iteration rules out
+  std::atomic<int> outside_strand{0};
+  std::atomic<int> races_timed_out{0};  // iterations of the third kind that the deadline won
+
+  std::function<void(connection&, int)> start;
+  // The next iteration starts once every part of this one (read, deadline wait, delayed write) is done.
+  auto part_done = [&](connection& c, int i) {
+    if (--c.parts == 0) start(c, i + 1);
+  };
+  start = [&](connection& c, int i) {
+    if (i == per_connection) return;
+    const int kind = i % 3;
+    const bool deadline_wait = A::is_deadline && kind == 0;
+    c.parts = 1 + (kind == 2 ? 1 : 0) + (deadline_wait ? 1 : 0);
+    if (kind == 1) {
+      asio::write(c.sockets.client, asio::buffer("x", 1));
+      ++c.unread;
+    }
+    c.limit.expires_after(kind == 0 ? 2ms : kind == 1 ? never : 1ms);
+    auto handler = [&, i, kind](const error_code& ec, std::size_t n) {
+      if (!c.strand.running_in_this_thread()) ++outside_strand;
+      ++c.calls[i];
+      ++completions;
+      if (!ec) {
+        ++successes;
+        if (n == 0 || n > c.unread) ++unexpected;
+        c.unread -= n;
+      } else if (ec == timed_out) {
+        ++timeouts;
+        if (kind == 2) ++races_timed_out;
+        if (kind == 1 || (kind == 0 && c.unread > 0)) ++unexpected;  // the data was there first
+      } else {
+        ++unexpected;
+      }
+      part_done(c, i);
+    };
+    c.sockets.server.async_read_some(asio::buffer(c.buf), c.limit.bind(asio::bind_executor(c.strand, handler)));
+    if constexpr (A::is_deadline) {
+      if (deadline_wait) {
+        c.limit.deadline.async_wait(asio::bind_executor(c.strand, [&, i](const error_code& ec) {
+          if (!c.strand.running_in_this_thread()) ++outside_strand;
+          if (ec) ++unexpected;
+          ++c.waits[i];
+          part_done(c, i);
+        }));
+      }
+    }
+    if (kind == 2) {  // the data and the deadline are due at about the same time
+      // Around the 1 ms deadline: before, with, or after it.
+      const std::array<steady_clock::duration, 3> delays{500us, 1ms, 1500us};
+      c.writer.expires_after(delays[static_cast<std::size_t>(i / 3) % delays.size()]);
+      c.writer.async_wait(asio::bind_executor(c.strand, [&, i](const error_code&) {
+        asio::write(c.sockets.client, asio::buffer("y", 1));
+        ++c.unread;
+        part_done(c, i);
+      }));
+    }
+  };
+  for (auto& c : conns) asio::post(c->strand, [&, cp = c.get()] { start(*cp, 0); });
+
+  std::thread other([&] { ctx.run_for(10s); });
+  ctx.run_for(10s);
+  other.join();
+
+  BOOST_CHECK_EQUAL(completions.load(), connections * per_connection);
+  for (auto& c : conns) {
+    for (int n : c->calls) BOOST_REQUIRE_EQUAL(n, 1);
+    if constexpr (A::is_deadline)
+      for (int i = 0; i < per_connection; ++i) BOOST_REQUIRE_EQUAL(c->waits[i], i % 3 == 0 ? 1 : 0);
+  }
+  BOOST_TEST_MESSAGE("successes: " << successes.load() << ", timeouts: " << timeouts.load()
+                                     << ", races the deadline won: " << races_timed_out.load());
+  BOOST_CHECK_EQUAL(successes.load() + timeouts.load(), connections * per_connection);
+  BOOST_CHECK_GT(timeouts.load(), 0);
+  BOOST_CHECK_GT(successes.load(), 0);
+  BOOST_CHECK_EQUAL(unexpected.load(), 0);
+  BOOST_CHECK_EQUAL(outside_strand.load(), 0);
+  check_idle(ctx);
+}
+
+// --- Moving the deadline (tock::deadline): bound operations and waits follow it.
+
+BOOST_FIXTURE_TEST_CASE(deadline_extended_repeatedly_times_out_at_last_expiry, pending_read) {
+  tock::deadline dl(ctx, 10ms);
+  read(dl.bind(record_io(r)));
+  dl.expires_after(20ms);
+  dl.expires_after(30ms);
+  dl.expires_after(40ms);
+  const auto last = dl.expiry();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= last);
+  check_idle(ctx);
+}
+
+// Moves made from inside the context while the read pends, each well before the deadline it replaces.
+BOOST_FIXTURE_TEST_CASE(deadline_extended_while_read_pends_times_out_at_last_expiry, pending_read) {
+  tock::deadline dl(ctx, 25ms);
+  read(dl.bind(record_io(r)));
+  asio::steady_timer tick(ctx);
+  int moves = 0;
+  int moves_after_completion = 0;
+  steady_clock::time_point last{};
+  std::function<void()> schedule = [&] {
+    tick.expires_after(5ms);
+    tick.async_wait([&](const error_code&) {
+      if (r.calls > 0) ++moves_after_completion;
+      dl.expires_after(25ms);
+      last = dl.expiry();
+      if (++moves < 4) schedule();
+    });
+  };
+  schedule();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(moves, 4);
+  BOOST_CHECK_EQUAL(moves_after_completion, 0);
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= last);
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_moved_earlier_times_out_read_earlier, pending_read) {
+  tock::deadline dl(ctx, never);
+  // A reference due long after the new deadline; the read's handler cancels it.
+  asio::steady_timer reference(ctx, 2s);
+  completion ref;
+  reference.async_wait(record(ref));
+  read(dl.bind(record_io_then(r, [&] { reference.cancel(); })));
+  ctx.poll();
+  dl.expires_after(15ms);
+  const auto moved = dl.expiry();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= moved);
+  BOOST_CHECK_EQUAL(ref.ec, aborted);  // the read timed out before the reference
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_moved_to_max_holds_read_until_moved_back, pending_read) {
+  tock::deadline dl(ctx, 10ms);
+  read(dl.bind(record_io(r)));
+  dl.expires_at(tock::deadline::time_point::max());
+  ctx.run_for(50ms);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 1u);
+  BOOST_CHECK(service_of(ctx).invariants_hold());
+  dl.expires_after(5ms);
+  const auto moved = dl.expiry();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= moved);
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_without_expiry_holds_read_until_set, pending_read) {
+  tock::deadline dl(ctx);
+  BOOST_CHECK(dl.expiry() == tock::deadline::time_point::max());
+  read(dl.bind(record_io(r)));
+  ctx.run_for(20ms);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  dl.expires_after(5ms);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+}
+
+BOOST_AUTO_TEST_CASE(deadline_wait_completes_when_passed_not_when_moved) {
+  asio::io_context ctx;
+  tock::deadline dl(ctx, never);
+  completion w;
+  dl.async_wait(record(w));
+  dl.expires_after(500ms);  // earlier
+  dl.expires_after(600ms);  // later
+  ctx.poll();
+  BOOST_CHECK_EQUAL(w.calls, 0);
+  dl.expires_after(30ms);  // earlier
+  steady_clock::time_point last = dl.expiry();
+  int moves_seen_completed = 0;
+  asio::steady_timer mid(ctx, 5ms);
+  mid.async_wait([&](const error_code&) {
+    moves_seen_completed += w.calls;
+    dl.expires_after(20ms);  // later, while the wait is in the heap
+    last = dl.expiry();
+  });
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(moves_seen_completed, 0);
+  BOOST_REQUIRE_EQUAL(w.calls, 1);
+  BOOST_CHECK(!w.ec);
+  BOOST_CHECK(w.at >= last);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+// One deadline per direction: the read's passing leaves the write pending; the write then times out on its own.
+BOOST_FIXTURE_TEST_CASE(read_and_write_deadlines_are_independent, pending_read) {
+  // Small buffers and a peer that never reads: a large write pends.
+  s.server.set_option(asio::socket_base::send_buffer_size(4096));
+  s.client.set_option(asio::socket_base::receive_buffer_size(4096));
+  tock::deadline read_deadline(ctx, 10ms);
+  tock::deadline write_deadline(ctx, never);
+  std::vector<char> payload(8 * 1024 * 1024, 'x');
+  io_result w;
+  asio::async_write(s.server, asio::buffer(payload), write_deadline.bind(record_io(w)));
+  int writes_done_when_read_timed_out = -1;
+  steady_clock::time_point write_expiry{};
+  read(read_deadline.bind(record_io_then(r, [&] {
+    writes_done_when_read_timed_out = w.calls;
+    write_deadline.expires_after(10ms);
+    write_expiry = write_deadline.expiry();
+  })));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_EQUAL(writes_done_when_read_timed_out, 0);
+  BOOST_REQUIRE_EQUAL(w.calls, 1);
+  BOOST_CHECK_EQUAL(w.ec, timed_out);
+  BOOST_CHECK_LT(w.bytes, payload.size());
+  BOOST_CHECK(w.at >= write_expiry);
+  BOOST_CHECK(read_deadline.expiry() < write_expiry);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+// A deadline moved from a thread other than the one running the context, while that thread's driver re-keys
+// it (a lazy extension surfacing): a move to a time after the heap key but before the current expiry takes
+// the lock-free path, and must not be lost to the re-key. A sleep due with the heap key runs first in the
+// driver's batch and signals when to move. Checked by the service's invariants (no deadline keyed later than
+// its expiry), so without any timing assumption; stops at the first broken round.
+BOOST_AUTO_TEST_CASE(deadline_moved_during_driver_rekey_is_not_lost) {
+  asio::io_context ctx;
+  auto work = asio::make_work_guard(ctx);
+  std::thread runner([&] { ctx.run_for(30s); });
+  constexpr int rounds = 100;
+  constexpr int per_round = 32;
+  int broken_rounds = 0;
+  int rounds_run = 0;
+  std::atomic<int> failed_waits{0};
+  for (int round = 0; round < rounds && broken_rounds == 0; ++round, ++rounds_run) {
+    std::vector<std::unique_ptr<tock::deadline>> deadlines;
+    std::atomic<int> done{0};
+    std::atomic<bool> batch_started{false};
+    const auto key = steady_clock::now() + 1ms;
+    tock::async_sleep_until(ctx, key, [&](const error_code&) { batch_started.store(true); });
+    for (int i = 0; i < per_round; ++i) {
+      deadlines.push_back(std::make_unique<tock::deadline>(ctx.get_executor(), key));
+      deadlines.back()->async_wait([&](const error_code& ec) {
+        if (ec && ec != aborted) ++failed_waits;
+        ++done;
+      });
+      deadlines.back()->expires_at(key + 50ms);  // later: only the expiry moves; the heap keeps `key`
+    }
+    while (!batch_started.load() && steady_clock::now() < key + 5s) {
+    }
+    for (auto& d : deadlines) d->expires_at(key + 3ms);  // after the heap key, before the current expiry
+    if (!service_of(ctx).invariants_hold()) ++broken_rounds;
+    if (broken_rounds > 0)
+      for (auto& d : deadlines) d->cancel();
+    const auto limit = steady_clock::now() + 5s;
+    while (done.load() < per_round && steady_clock::now() < limit) std::this_thread::sleep_for(100us);
+    BOOST_REQUIRE_EQUAL(done.load(), per_round);
+  }
+  work.reset();
+  runner.join();
+  BOOST_TEST_MESSAGE("rounds run: " << rounds_run);
+  BOOST_CHECK_EQUAL(broken_rounds, 0);
+  BOOST_CHECK_EQUAL(failed_waits.load(), 0);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+// --- One deadline, many operations (tock::deadline): they time out together, cancel() and the destructor
+// abort them all, and a deadline that has passed or was cancelled bounds new operations.
+
+BOOST_FIXTURE_TEST_CASE(deadline_times_out_all_bound_operations_together, pending_read) {
+  tock::deadline dl(ctx, 20ms);
+  read(dl.bind(record_io(r)));
+  asio::steady_timer t(ctx, never);
+  completion timer_wait;
+  t.async_wait(dl.bind(record(timer_wait)));
+  completion sleep;
+  // The sleep's initiation has no I/O object: the handler carries the executor.
+  tock::async_sleep_for(ctx, never, dl.bind(asio::bind_executor(ctx, record(sleep))));
+  completion wait;
+  dl.async_wait(record(wait));
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 5u);  // three bound, the sleep itself, one wait
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_REQUIRE_EQUAL(timer_wait.calls, 1);
+  BOOST_REQUIRE_EQUAL(sleep.calls, 1);
+  BOOST_REQUIRE_EQUAL(wait.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_EQUAL(timer_wait.ec, timed_out);
+  BOOST_CHECK_EQUAL(sleep.ec, timed_out);
+  BOOST_CHECK(!wait.ec);
+  const auto first = std::min({r.at, timer_wait.at, sleep.at, wait.at});
+  const auto last = std::max({r.at, timer_wait.at, sleep.at, wait.at});
+  BOOST_CHECK(first >= dl.expiry());
+  BOOST_CHECK(last - first < 500ms);
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_cancel_aborts_waits_and_bound_operations, pending_read) {
+  tock::deadline dl(ctx, never);
+  completion w1;
+  completion w2;
+  dl.async_wait(record(w1));
+  dl.async_wait(record(w2));
+  read(dl.bind(record_io(r)));
+  asio::steady_timer t(ctx, never);
+  completion timer_wait;
+  t.async_wait(dl.bind(record(timer_wait)));
+  ctx.poll();
+  BOOST_CHECK_EQUAL(dl.cancel(), 4u);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(w1.calls, 1);
+  BOOST_CHECK_EQUAL(w1.ec, aborted);
+  BOOST_CHECK_EQUAL(w2.calls, 1);
+  BOOST_CHECK_EQUAL(w2.ec, aborted);
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, aborted);
+  BOOST_CHECK_EQUAL(timer_wait.calls, 1);
+  BOOST_CHECK_EQUAL(timer_wait.ec, aborted);
+  BOOST_CHECK(service_of(ctx).invariants_hold());
+  BOOST_CHECK_EQUAL(dl.cancel(), 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_binds_again_after_cancel, pending_read) {
+  tock::deadline dl(ctx, never);
+  read(dl.bind(record_io(r)));
+  dl.cancel();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.ec, aborted);
+  ctx.restart();
+  dl.expires_after(10ms);
+  io_result second;
+  read(dl.bind(record_io(second)));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(second.calls, 1);
+  BOOST_CHECK_EQUAL(second.ec, timed_out);
+  BOOST_CHECK(second.at >= dl.expiry());
+  check_idle(ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all, pending_read) {
+  allocation_counts counts;
+  const counting_allocator<void> alloc(counts);
+  auto dl = std::make_unique<tock::deadline>(ctx, never);
+  read(dl->bind(asio::bind_allocator(alloc, record_io(r))));
+  asio::steady_timer t(ctx, never);
+  completion timer_wait;
+  t.async_wait(dl->bind(asio::bind_allocator(alloc, record(timer_wait))));
+  completion wait;
+  dl->async_wait(asio::bind_allocator(alloc, record(wait)));
+  ctx.poll();
+  BOOST_CHECK_GT(counts.live_bytes.load(), 0);
+  dl.reset();
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, aborted);
+  BOOST_CHECK_EQUAL(timer_wait.calls, 1);
+  BOOST_CHECK_EQUAL(timer_wait.ec, aborted);
+  BOOST_CHECK_EQUAL(wait.calls, 1);
+  BOOST_CHECK_EQUAL(wait.ec, aborted);
+  BOOST_CHECK_EQUAL(counts.allocations.load(), counts.deallocations.load());
+  BOOST_CHECK_EQUAL(counts.live_bytes.load(), 0);
+  BOOST_CHECK(service_of(ctx).invariants_hold());
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_passed_times_out_new_read_at_once, pending_read) {
+  tock::deadline dl(ctx, 5ms);
+  completion w;
+  dl.async_wait(record(w));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(w.calls, 1);
+  ctx.restart();
+  asio::steady_timer reference(ctx, 2s);
+  completion ref;
+  reference.async_wait(record(ref));
+  read(dl.bind(record_io_then(r, [&] { reference.cancel(); })));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_EQUAL(ref.ec, aborted);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+// --- Moving the deadline object (tock::deadline): its bound operations go with it, and the moved-from
+// deadline is as if made from its executor alone, usable again.
+
+BOOST_FIXTURE_TEST_CASE(moved_deadline_keeps_bound_operations, pending_read) {
+  std::optional<tock::deadline> from(std::in_place, ctx, 15ms);
+  read(from->bind(record_io(r)));
+  tock::deadline to(std::move(*from));
+  from.reset();  // the moved-from deadline has nothing left to abort
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= to.expiry());
+  BOOST_CHECK(service_of(ctx).invariants_hold());
+}
+
+namespace {
+
+// `from` was moved from while `to` took its wait: `from` behaves as a deadline made from the executor alone
+// (never, same executor) and is usable again: a wait and a bound read on it time out, `to` still works.
+void check_deadline_used_again(asio::io_context& ctx, tock::deadline& from, tock::deadline& to,
+                               completion& moved_wait) {
+  BOOST_CHECK(from.expiry() == steady_clock::time_point::max());
+  BOOST_CHECK(from.get_executor() == asio::any_io_executor(ctx.get_executor()));
+  socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  io_result r;
+  completion again;
+  from.expires_after(5ms);
+  from.async_wait(record(again));
+  s.server.async_read_some(asio::buffer(buf), from.bind(record_io(r)));
+  to.expires_after(1ms);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(moved_wait.calls, 1);
+  BOOST_CHECK(!moved_wait.ec);
+  BOOST_CHECK(moved_wait.at >= to.expiry());
+  BOOST_CHECK_EQUAL(again.calls, 1);
+  BOOST_CHECK(!again.ec);
+  BOOST_CHECK(again.at >= from.expiry());
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  check_idle(ctx);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(moved_from_deadline_is_usable_again) {
+  asio::io_context ctx;
+  tock::deadline from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  tock::deadline to(std::move(from));
+  check_deadline_used_again(ctx, from, to, moved_wait);
+}
+
+BOOST_AUTO_TEST_CASE(move_assigned_from_deadline_is_usable_again) {
+  asio::io_context ctx;
+  tock::deadline from(ctx, never);
+  completion moved_wait;
+  from.async_wait(record(moved_wait));
+  tock::deadline to(ctx, never);
+  to = std::move(from);
+  check_deadline_used_again(ctx, from, to, moved_wait);
+}
+
+// The moved-from expiry is max() even when it was earlier: the lock-free later move must not see the old one.
+BOOST_AUTO_TEST_CASE(moved_from_deadline_waits_for_new_expiry) {
+  asio::io_context ctx;
+  tock::deadline from(ctx, 1ms);
+  tock::deadline to(std::move(from));
+  to.cancel();
+  const auto t = steady_clock::now() + 10ms;
+  from.expires_at(t);
+  BOOST_CHECK(from.expiry() == t);
+  completion c;
+  from.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(c.at >= t);
+}
+
+BOOST_AUTO_TEST_CASE(deadline_at_time_point_from_context_or_executor) {
+  asio::io_context ctx;
+  const auto t = steady_clock::now() + 5ms;
+  tock::deadline by_context(ctx, t);
+  tock::deadline by_executor(ctx.get_executor(), t);
+  BOOST_CHECK(by_context.expiry() == t);
+  BOOST_CHECK(by_executor.expiry() == t);
+  BOOST_CHECK(by_context.get_executor() == asio::any_io_executor(ctx.get_executor()));
+  completion c;
+  by_context.async_wait(record(c));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(!c.ec);
+  BOOST_CHECK(c.at >= t);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
