@@ -1,14 +1,16 @@
 // timed_ops_test: timed operations, tock::timeout(d, token) / tock::timeout_at(t, token) and tock::deadline's
 // bind(token), on real Asio operations: a read on a connected loopback socket pair (which pends until data is
 // written), Asio's composed reads, a connect, a resolve, a steady_timer wait, a tock sleep, and an operation
-// that records the cancellation type. A case templated over `adapters` (timed_ops_support.hpp) runs once for
-// each adapter; a case for one adapter only says so in its name or comment. Timings are only checked as "not
-// before the deadline" and against generous bounds; every run of the context is bounded.
+// that records the cancellation type. A TIMED_OPS_CASE runs once with each adapter (with_deadline and
+// with_timeout, timed_ops_support.hpp), as timed_ops_test/deadline/NAME and timed_ops_test/timeout/NAME; the
+// cases for one adapter only are in its sub-suite, written out. Timings are only checked as "not before the
+// deadline" and against generous bounds; every run of the context is bounded.
 //
-// This file: what the operation completes with (the deadline passes first, the operation completes first,
-// both are due at once), the user's own cancellation slot, the cancellation type. The suite goes on in
-// timed_ops_test.part2.cpp: completion tokens, shutdown, several threads, and the deadline object's own
-// behaviours (moving it, waiting on it, cancelling, destroying and moving it).
+// The suite is in two files, which compile in parallel. This one: what the operation completes with (the
+// deadline passes first, the operation completes first, both are due at once), the user's own cancellation
+// slot, the cancellation type, shutdown, several threads. timed_ops_test.part2.cpp: completion tokens, then
+// what only a deadline does (moving it, waiting on it, cancelling, destroying and moving it) and what only a
+// timeout does.
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
@@ -27,15 +29,19 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/system/errc.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -50,7 +56,7 @@ BOOST_AUTO_TEST_SUITE(timed_ops_test)
 
 // --- The deadline passes first: the operation is cancelled and completes with timed_out, not before it.
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_after_deadline, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_times_out_after_deadline, pending_read) {
   A limit(ctx, 20ms);
   read(limit.bind(record_io(r)));
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 1u);
@@ -63,7 +69,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_after_deadline, A, adapters, pen
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_at_time_point, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_times_out_at_time_point, pending_read) {
   const auto at = steady_clock::now() + 20ms;
   A limit(ctx, at);
   read(limit.bind(record_io(r)));
@@ -75,7 +81,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_at_time_point, A, adapters, pend
 }
 
 // A reference timer due long after, which the read's handler cancels: aborted if the read came first.
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(negative_duration_times_out_read_at_once, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(negative_duration_times_out_read_at_once, pending_read) {
   asio::steady_timer reference(ctx, 2s);
   completion ref;
   reference.async_wait(record(ref));
@@ -87,7 +93,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(negative_duration_times_out_read_at_once, A, ad
   BOOST_CHECK_EQUAL(ref.ec, aborted);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(past_time_point_times_out_read_at_once, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(past_time_point_times_out_read_at_once, pending_read) {
   asio::steady_timer reference(ctx, 2s);
   completion ref;
   reference.async_wait(record(ref));
@@ -99,7 +105,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(past_time_point_times_out_read_at_once, A, adap
   BOOST_CHECK_EQUAL(ref.ec, aborted);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(timer_wait_times_out, A, adapters) {
+TIMED_OPS_CASE(timer_wait_times_out) {
   asio::io_context ctx;
   asio::steady_timer t(ctx, never);
   completion c;
@@ -112,7 +118,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(timer_wait_times_out, A, adapters) {
   check_idle(ctx);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(sleep_times_out, A, adapters) {
+TIMED_OPS_CASE(sleep_times_out) {
   asio::io_context ctx;
   completion c;
   A limit(ctx, 10ms);
@@ -126,7 +132,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(sleep_times_out, A, adapters) {
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(async_read_times_out_with_bytes_so_far, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(async_read_times_out_with_bytes_so_far, pending_read) {
   asio::write(s.client, asio::buffer("ab", 2));
   A limit(ctx, 20ms);
   asio::async_read(s.server, asio::buffer(buf), asio::transfer_exactly(4), limit.bind(record_io(r)));
@@ -138,7 +144,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(async_read_times_out_with_bytes_so_far, A, adap
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_until_times_out_without_delimiter, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_until_times_out_without_delimiter, pending_read) {
   asio::write(s.client, asio::buffer("abc", 3));
   A limit(ctx, 20ms);
   std::string line;
@@ -152,7 +158,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_until_times_out_without_delimiter, A, adap
 
 // Connecting to a listener whose accept queue is full pends on Linux (the SYN is dropped and retried after a
 // second); the queue is filled with connections of its own, each bounded the same way.
-BOOST_AUTO_TEST_CASE_TEMPLATE(connect_to_full_backlog_times_out, A, adapters) {
+TIMED_OPS_CASE(connect_to_full_backlog_times_out) {
   asio::io_context ctx;
   tcp::acceptor acceptor(ctx);
   acceptor.open(tcp::v4());
@@ -187,7 +193,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(connect_to_full_backlog_times_out, A, adapters) {
 
 // --- The operation completes first: it succeeds and its deadline entry is gone, even from its own handler.
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_completes_before_deadline, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_completes_before_deadline, pending_read) {
   asio::write(s.client, asio::buffer("hello", 5));
   A limit(ctx, 20ms);
   std::size_t pending_in_handler = 99;
@@ -203,7 +209,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_completes_before_deadline, A, adapters, pe
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_completes_when_data_arrives_in_time, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_completes_when_data_arrives_in_time, pending_read) {
   A limit(ctx, never);
   read(limit.bind(record_io(r)));
   asio::steady_timer writer(ctx, 5ms);
@@ -215,7 +221,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_completes_when_data_arrives_in_time, A, ad
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(async_read_completes_before_deadline, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(async_read_completes_before_deadline, pending_read) {
   asio::write(s.client, asio::buffer("abcd", 4));
   A limit(ctx, 20ms);
   asio::async_read(s.server, asio::buffer(buf), asio::transfer_exactly(4), limit.bind(record_io(r)));
@@ -228,7 +234,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(async_read_completes_before_deadline, A, adapte
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_until_completes_before_deadline, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_until_completes_before_deadline, pending_read) {
   asio::write(s.client, asio::buffer("abc\n", 4));
   A limit(ctx, 20ms);
   std::string line;
@@ -243,7 +249,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_until_completes_before_deadline, A, adapte
   check_idle(ctx);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(resolve_completes_before_deadline, A, adapters) {
+TIMED_OPS_CASE(resolve_completes_before_deadline) {
   asio::io_context ctx;
   tcp::resolver resolver(ctx);
   A limit(ctx, 5s);
@@ -266,34 +272,11 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(resolve_completes_before_deadline, A, adapters) {
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE(read_completing_first_leaves_deadline_waits_alone, pending_read) {
-  asio::write(s.client, asio::buffer("x", 1));
-  tock::deadline dl(ctx, 20ms);
-  completion wait;
-  dl.async_wait(record(wait));
-  read(dl.bind(record_io(r)));
-  asio::steady_timer t(ctx, never);
-  completion timer_wait;
-  t.async_wait(dl.bind(record(timer_wait)));
-  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 3u);
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(r.calls, 1);
-  BOOST_CHECK(!r.ec);
-  BOOST_CHECK_EQUAL(wait.calls, 1);
-  BOOST_CHECK(!wait.ec);
-  BOOST_CHECK(wait.at >= dl.expiry());
-  BOOST_CHECK_EQUAL(timer_wait.calls, 1);
-  BOOST_CHECK_EQUAL(timer_wait.ec, timed_out);
-  BOOST_CHECK(timer_wait.at >= dl.expiry());
-  BOOST_CHECK(r.at < wait.at);
-  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
-}
-
 // --- The deadline and the operation are due at the same time: each completes once, with either outcome.
 
 // Each round, six steady timers due around the deadline (before, with and after it); a deadline's own wait
 // completes with success too.
-BOOST_AUTO_TEST_CASE_TEMPLATE(timer_due_with_deadline_completes_once, A, adapters) {
+TIMED_OPS_CASE(timer_due_with_deadline_completes_once) {
   asio::io_context ctx;
   allocation_counts counts;
   constexpr int rounds = 40;
@@ -325,7 +308,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(timer_due_with_deadline_completes_once, A, adapter
   check_idle(ctx);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(sleep_due_with_deadline_completes_once, A, adapters) {
+TIMED_OPS_CASE(sleep_due_with_deadline_completes_once) {
   asio::io_context ctx;
   constexpr int rounds = 20;
   constexpr std::size_t per_round = 8;
@@ -348,7 +331,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(sleep_due_with_deadline_completes_once, A, adapter
 // --- The user's own cancellation slot, bound to the handler inside the adapter's token. (The other nesting
 // behaves the same: see composition_test.cpp.)
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(users_slot_aborts_read, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(users_slot_aborts_read, pending_read) {
   A limit(ctx, never);
   asio::cancellation_signal signal;
   read(limit.bind(asio::bind_cancellation_slot(signal.slot(), record_io(r))));
@@ -360,7 +343,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(users_slot_aborts_read, A, adapters, pending_re
   BOOST_CHECK(!signal.slot().has_handler());
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_with_users_slot_bound, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_times_out_with_users_slot_bound, pending_read) {
   A limit(ctx, 10ms);
   asio::cancellation_signal signal;
   read(limit.bind(asio::bind_cancellation_slot(signal.slot(), record_io(r))));
@@ -370,7 +353,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_with_users_slot_bound, A, adapte
   BOOST_CHECK(!signal.slot().has_handler());  // the adapter's forwarder was taken off the user's slot
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(users_slot_cleared_when_read_completes, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(users_slot_cleared_when_read_completes, pending_read) {
   asio::write(s.client, asio::buffer("x", 1));
   A limit(ctx, never);
   asio::cancellation_signal signal;
@@ -386,7 +369,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(users_slot_cleared_when_read_completes, A, adap
 
 // --- The cancellation type emitted when the deadline passes.
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(emits_terminal_cancellation_by_default, A, adapters) {
+TIMED_OPS_CASE(emits_terminal_cancellation_by_default) {
   asio::io_context ctx;
   A limit(ctx, 5ms);
   cancellation_record rec;
@@ -399,7 +382,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(emits_terminal_cancellation_by_default, A, adapter
   BOOST_CHECK_EQUAL(c.ec, timed_out);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(emits_requested_cancellation_type, A, adapters) {
+TIMED_OPS_CASE(emits_requested_cancellation_type) {
   for (auto requested : {asio::cancellation_type::partial, asio::cancellation_type::total}) {
     BOOST_TEST_CONTEXT("cancellation type " << static_cast<unsigned>(requested)) {
       asio::io_context ctx;
@@ -416,7 +399,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(emits_requested_cancellation_type, A, adapters) {
   }
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(time_point_form_emits_requested_cancellation_type, A, adapters) {
+TIMED_OPS_CASE(time_point_form_emits_requested_cancellation_type) {
   asio::io_context ctx;
   A limit(ctx, steady_clock::now() + 5ms);
   cancellation_record rec;
@@ -428,12 +411,166 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(time_point_form_emits_requested_cancellation_type,
   BOOST_CHECK_EQUAL(c.ec, timed_out);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(read_times_out_under_partial_cancellation, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(read_times_out_under_partial_cancellation, pending_read) {
   A limit(ctx, 10ms);
   read(limit.bind(record_io(r), asio::cancellation_type::partial));
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_REQUIRE_EQUAL(r.calls, 1);
   BOOST_CHECK_EQUAL(r.ec, timed_out);
+}
+
+// --- Shutdown: a pending handler is destroyed once, never called.
+
+TIMED_OPS_CASE(shutdown_destroys_pending_read_handler_once) {
+  probe p;
+  {
+    shutdown_context ctx;
+    {
+      socket_pair s(ctx);
+      A limit(ctx, never);
+      std::array<char, 16> buf{};
+      s.server.async_read_some(asio::buffer(buf), limit.bind(tracked_handler(p)));
+      ctx.poll();
+      BOOST_CHECK_EQUAL(p.alive(), 1);
+      ctx.shut_down();
+      BOOST_CHECK_EQUAL(p.alive(), 0);
+    }
+  }
+  BOOST_CHECK_EQUAL(p.invoked, 0);
+  BOOST_CHECK_EQUAL(p.destroyed, 1);
+  BOOST_CHECK_EQUAL(p.alive(), 0);
+}
+
+// The deadline passed and cancelled the read, whose completion is queued when the context shuts down.
+TIMED_OPS_CASE(shutdown_after_deadline_fired_destroys_read_handler_once) {
+  probe p;
+  {
+    shutdown_context ctx;
+    {
+      socket_pair s(ctx);
+      A limit(ctx, 1ms);
+      std::array<char, 16> buf{};
+      s.server.async_read_some(asio::buffer(buf), limit.bind(tracked_handler(p)));
+      BOOST_REQUIRE_EQUAL(ctx.run_one_for(5s), 1u);  // the service's driver: the deadline passes
+      BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+      BOOST_CHECK_EQUAL(p.invoked, 0);
+      BOOST_CHECK_EQUAL(p.alive(), 1);
+      ctx.shut_down();
+      BOOST_CHECK_EQUAL(p.alive(), 0);
+    }
+  }
+  BOOST_CHECK_EQUAL(p.invoked, 0);
+  BOOST_CHECK_EQUAL(p.destroyed, 1);
+}
+
+// --- Several threads.
+
+// Each connection has a strand; its sockets and its adapter are created on it and its handlers are bound to
+// it inside the adapter's token. Iterations alternate: no data (the deadline passes; a deadline's own wait
+// completes too), data written first (the read wins), and data written when the deadline is due (either may
+// win).
+TIMED_OPS_CASE(strand_reads_on_two_threads_complete_once) {
+  asio::io_context ctx(2);
+  constexpr int connections = 8;
+  constexpr int per_connection = 25;  // 200 operations
+
+  struct connection {
+    explicit connection(asio::io_context& ctx)
+        : strand(asio::make_strand(ctx)), sockets(strand), limit(strand, never), writer(strand) {}
+    asio::strand<asio::io_context::executor_type> strand;
+    socket_pair sockets;
+    A limit;
+    asio::steady_timer writer;
+    std::array<char, 64> buf{};
+    std::size_t unread = 0;  // bytes written and not yet read
+    int parts = 0;
+    std::array<int, per_connection> calls{};
+    std::array<int, per_connection> waits{};
+  };
+  std::vector<std::unique_ptr<connection>> conns;
+  for (int i = 0; i < connections; ++i) conns.push_back(std::make_unique<connection>(ctx));
+
+  std::atomic<int> completions{0};
+  std::atomic<int> timeouts{0};
+  std::atomic<int> successes{0};
+  std::atomic<int> unexpected{0};  // an error other than timed_out, or a result the iteration rules out
+  std::atomic<int> outside_strand{0};
+  std::atomic<int> races_timed_out{0};  // iterations of the third kind that the deadline won
+
+  std::function<void(connection&, int)> start;
+  // The next iteration starts once every part of this one (read, deadline wait, delayed write) is done.
+  auto part_done = [&](connection& c, int i) {
+    if (--c.parts == 0) start(c, i + 1);
+  };
+  start = [&](connection& c, int i) {
+    if (i == per_connection) return;
+    const int kind = i % 3;
+    const bool deadline_wait = A::is_deadline && kind == 0;
+    c.parts = 1 + (kind == 2 ? 1 : 0) + (deadline_wait ? 1 : 0);
+    if (kind == 1) {
+      asio::write(c.sockets.client, asio::buffer("x", 1));
+      ++c.unread;
+    }
+    c.limit.expires_after(kind == 0 ? 2ms : kind == 1 ? never : 1ms);
+    auto handler = [&, i, kind](const error_code& ec, std::size_t n) {
+      if (!c.strand.running_in_this_thread()) ++outside_strand;
+      ++c.calls[i];
+      ++completions;
+      if (!ec) {
+        ++successes;
+        if (n == 0 || n > c.unread) ++unexpected;
+        c.unread -= n;
+      } else if (ec == timed_out) {
+        ++timeouts;
+        if (kind == 2) ++races_timed_out;
+        if (kind == 1 || (kind == 0 && c.unread > 0)) ++unexpected;  // the data was there first
+      } else {
+        ++unexpected;
+      }
+      part_done(c, i);
+    };
+    c.sockets.server.async_read_some(asio::buffer(c.buf), c.limit.bind(asio::bind_executor(c.strand, handler)));
+    if constexpr (A::is_deadline) {
+      if (deadline_wait) {
+        c.limit.deadline.async_wait(asio::bind_executor(c.strand, [&, i](const error_code& ec) {
+          if (!c.strand.running_in_this_thread()) ++outside_strand;
+          if (ec) ++unexpected;
+          ++c.waits[i];
+          part_done(c, i);
+        }));
+      }
+    }
+    if (kind == 2) {  // the data and the deadline are due at about the same time
+      // Around the 1 ms deadline: before, with, or after it.
+      const std::array<steady_clock::duration, 3> delays{500us, 1ms, 1500us};
+      c.writer.expires_after(delays[static_cast<std::size_t>(i / 3) % delays.size()]);
+      c.writer.async_wait(asio::bind_executor(c.strand, [&, i](const error_code&) {
+        asio::write(c.sockets.client, asio::buffer("y", 1));
+        ++c.unread;
+        part_done(c, i);
+      }));
+    }
+  };
+  for (auto& c : conns) asio::post(c->strand, [&, cp = c.get()] { start(*cp, 0); });
+
+  std::thread other([&] { ctx.run_for(10s); });
+  ctx.run_for(10s);
+  other.join();
+
+  BOOST_CHECK_EQUAL(completions.load(), connections * per_connection);
+  for (auto& c : conns) {
+    for (int n : c->calls) BOOST_REQUIRE_EQUAL(n, 1);
+    if constexpr (A::is_deadline)
+      for (int i = 0; i < per_connection; ++i) BOOST_REQUIRE_EQUAL(c->waits[i], i % 3 == 0 ? 1 : 0);
+  }
+  BOOST_TEST_MESSAGE("successes: " << successes.load() << ", timeouts: " << timeouts.load()
+                                     << ", races the deadline won: " << races_timed_out.load());
+  BOOST_CHECK_EQUAL(successes.load() + timeouts.load(), connections * per_connection);
+  BOOST_CHECK_GT(timeouts.load(), 0);
+  BOOST_CHECK_GT(successes.load(), 0);
+  BOOST_CHECK_EQUAL(unexpected.load(), 0);
+  BOOST_CHECK_EQUAL(outside_strand.load(), 0);
+  check_idle(ctx);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,5 @@
-// timed_ops_test, continued (the suite is split in two translation units only to compile in parallel; see
-// timed_ops_test.cpp for what it covers): completion tokens, shutdown, several threads, then the deadline
-// object's own behaviours (moving it, waiting on it, cancelling, destroying and moving it).
+// timed_ops_test, continued (see timed_ops_test.cpp): completion tokens, then what only a deadline does
+// (moving it, waiting on it, cancelling, destroying and moving it) and what only a timeout does.
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
@@ -15,9 +14,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/socket_base.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/system/errc.hpp>
@@ -51,7 +49,7 @@ BOOST_AUTO_TEST_SUITE(timed_ops_test)
 // --- Completion tokens inside the adapter: use_awaitable, as_tuple (inside and outside), deferred, and the
 // awaitable operators.
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(use_awaitable_read_throws_timed_out, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(use_awaitable_read_throws_timed_out, pending_read) {
   A limit(ctx, 20ms);
   error_code thrown;
   bool returned = false;
@@ -72,7 +70,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(use_awaitable_read_throws_timed_out, A, adapter
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(as_tuple_read_returns_timed_out, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(as_tuple_read_returns_timed_out, pending_read) {
   A limit(ctx, 10ms);
   error_code result;
   BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
@@ -85,7 +83,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(as_tuple_read_returns_timed_out, A, adapters, p
 }
 
 // as_tuple around the adapter's token: the adapter's handler then sees the tuple, not the error code.
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(as_tuple_outside_returns_timed_out, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(as_tuple_outside_returns_timed_out, pending_read) {
   A limit(ctx, 10ms);
   error_code result;
   BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
@@ -97,7 +95,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(as_tuple_outside_returns_timed_out, A, adapters
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(use_awaitable_read_returns_bytes_before_deadline, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(use_awaitable_read_returns_bytes_before_deadline, pending_read) {
   asio::write(s.client, asio::buffer("abc", 3));
   A limit(ctx, never);
   std::size_t got = 0;
@@ -108,7 +106,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(use_awaitable_read_returns_bytes_before_deadlin
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(deferred_read_times_out_once_invoked, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(deferred_read_times_out_once_invoked, pending_read) {
   A limit(ctx, 15ms);
   auto op = read(limit.bind(asio::deferred));
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);  // nothing is started before the invocation
@@ -121,34 +119,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(deferred_read_times_out_once_invoked, A, adapte
   check_idle(ctx);
 }
 
-// A deferred operation is tied to the deadline as it is when the operation is invoked.
-BOOST_FIXTURE_TEST_CASE(deferred_read_follows_deadline_moved_before_invocation, pending_read) {
-  tock::deadline dl(ctx, 1ms);
-  auto op = read(dl.bind(asio::deferred));
-  dl.expires_after(20ms);
-  std::move(op)(record_io(r));
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_REQUIRE_EQUAL(r.calls, 1);
-  BOOST_CHECK_EQUAL(r.ec, timed_out);
-  BOOST_CHECK(r.at >= dl.expiry());
-}
-
-// A relative timeout counts from the initiation, which for a deferred operation is its invocation.
-BOOST_FIXTURE_TEST_CASE(deferred_read_timeout_counts_from_invocation, pending_read) {
-  auto op = read(tock::timeout(20ms, asio::deferred));
-  std::this_thread::sleep_for(30ms);
-  const auto invoked = steady_clock::now();
-  std::move(op)(record_io(r));
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_REQUIRE_EQUAL(r.calls, 1);
-  BOOST_CHECK_EQUAL(r.ec, timed_out);
-  BOOST_CHECK_MESSAGE(r.at - invoked >= 20ms,
-                      "timed out "
-                          << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
-                          << " us after the invocation, before the 20 ms timeout");
-}
-
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(deferred_read_awaited_throws_timed_out, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(deferred_read_awaited_throws_timed_out, pending_read) {
   A limit(ctx, 10ms);
   error_code thrown;
   BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
@@ -163,7 +134,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(deferred_read_awaited_throws_timed_out, A, adap
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(or_with_longer_sleep_returns_timed_out_read, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(or_with_longer_sleep_returns_timed_out_read, pending_read) {
   A limit(ctx, 10ms);
   std::size_t index = 99;
   error_code result;
@@ -179,7 +150,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(or_with_longer_sleep_returns_timed_out_read, A,
 
 // The group's cancellation of the losing read reaches the adapter's operation through the coroutine's slot:
 // the read is aborted (not timed out) and its deadline entry removed. A deadline's own wait is untouched.
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(or_with_shorter_sleep_aborts_read, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(or_with_shorter_sleep_aborts_read, pending_read) {
   A limit(ctx, never);
   completion wait;
   if constexpr (A::is_deadline) limit.deadline.async_wait(record(wait));
@@ -210,7 +181,7 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(or_with_shorter_sleep_aborts_read, A, adapters,
   check_idle(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE_TEMPLATE(allocates_through_handler_allocator_and_frees_all, A, adapters, pending_read) {
+TIMED_OPS_FIXTURE_CASE(allocates_through_handler_allocator_and_frees_all, pending_read) {
   allocation_counts counts;
   A limit(ctx, 5ms);
   read(limit.bind(asio::bind_allocator(counting_allocator<void>(counts), record_io(r))));
@@ -221,197 +192,11 @@ BOOST_FIXTURE_TEST_CASE_TEMPLATE(allocates_through_handler_allocator_and_frees_a
   BOOST_CHECK_EQUAL(counts.live_bytes.load(), 0);
 }
 
-// --- Shutdown: a pending handler is destroyed once, never called.
+// === tock::deadline only (timed_ops_test/deadline): what a deadline object does besides bounding operations.
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(shutdown_destroys_pending_read_handler_once, A, adapters) {
-  probe p;
-  {
-    shutdown_context ctx;
-    {
-      socket_pair s(ctx);
-      A limit(ctx, never);
-      std::array<char, 16> buf{};
-      s.server.async_read_some(asio::buffer(buf), limit.bind(tracked_handler(p)));
-      ctx.poll();
-      BOOST_CHECK_EQUAL(p.alive(), 1);
-      ctx.shut_down();
-      BOOST_CHECK_EQUAL(p.alive(), 0);
-    }
-  }
-  BOOST_CHECK_EQUAL(p.invoked, 0);
-  BOOST_CHECK_EQUAL(p.destroyed, 1);
-  BOOST_CHECK_EQUAL(p.alive(), 0);
-}
+BOOST_AUTO_TEST_SUITE(deadline)
 
-// The deadline passed and cancelled the read, whose completion is queued when the context shuts down.
-BOOST_AUTO_TEST_CASE_TEMPLATE(shutdown_after_deadline_fired_destroys_read_handler_once, A, adapters) {
-  probe p;
-  {
-    shutdown_context ctx;
-    {
-      socket_pair s(ctx);
-      A limit(ctx, 1ms);
-      std::array<char, 16> buf{};
-      s.server.async_read_some(asio::buffer(buf), limit.bind(tracked_handler(p)));
-      BOOST_REQUIRE_EQUAL(ctx.run_one_for(5s), 1u);  // the service's driver: the deadline passes
-      BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
-      BOOST_CHECK_EQUAL(p.invoked, 0);
-      BOOST_CHECK_EQUAL(p.alive(), 1);
-      ctx.shut_down();
-      BOOST_CHECK_EQUAL(p.alive(), 0);
-    }
-  }
-  BOOST_CHECK_EQUAL(p.invoked, 0);
-  BOOST_CHECK_EQUAL(p.destroyed, 1);
-}
-
-BOOST_AUTO_TEST_CASE(shutdown_destroys_deadline_wait_and_bound_sleep_once) {
-  probe wait_probe;
-  probe sleep_probe;
-  {
-    shutdown_context ctx;
-    {
-      tock::deadline dl(ctx, never);
-      dl.async_wait(tracked_handler(wait_probe));
-      tock::async_sleep_for(ctx, never, dl.bind(asio::bind_executor(ctx, tracked_handler(sleep_probe))));
-      ctx.poll();
-      BOOST_CHECK_EQUAL(wait_probe.alive(), 1);
-      BOOST_CHECK_EQUAL(sleep_probe.alive(), 1);
-      ctx.shut_down();
-      BOOST_CHECK_EQUAL(wait_probe.alive(), 0);
-      BOOST_CHECK_EQUAL(sleep_probe.alive(), 0);
-    }
-  }
-  BOOST_CHECK_EQUAL(wait_probe.invoked, 0);
-  BOOST_CHECK_EQUAL(wait_probe.destroyed, 1);
-  BOOST_CHECK_EQUAL(sleep_probe.invoked, 0);
-  BOOST_CHECK_EQUAL(sleep_probe.destroyed, 1);
-}
-
-BOOST_AUTO_TEST_CASE(context_destroyed_with_timed_sleep_destroys_handler_once) {
-  probe p;
-  {
-    asio::io_context ctx;
-    tock::async_sleep_for(ctx, never, tock::timeout(never, asio::bind_executor(ctx, tracked_handler(p))));
-    ctx.poll();
-    BOOST_CHECK_EQUAL(p.alive(), 1);
-  }
-  BOOST_CHECK_EQUAL(p.invoked, 0);
-  BOOST_CHECK_EQUAL(p.destroyed, 1);
-  BOOST_CHECK_EQUAL(p.alive(), 0);
-}
-
-// --- Several threads.
-
-// Each connection has a strand; its sockets and its adapter are created on it and its handlers are bound to
-// it inside the adapter's token. Iterations alternate: no data (the deadline passes; a deadline's own wait
-// completes too), data written first (the read wins), and data written when the deadline is due (either may
-// win).
-BOOST_AUTO_TEST_CASE_TEMPLATE(strand_reads_on_two_threads_complete_once, A, adapters) {
-  asio::io_context ctx(2);
-  constexpr int connections = 8;
-  constexpr int per_connection = 25;  // 200 operations
-
-  struct connection {
-    explicit connection(asio::io_context& ctx)
-        : strand(asio::make_strand(ctx)), sockets(strand), limit(strand, never), writer(strand) {}
-    asio::strand<asio::io_context::executor_type> strand;
-    socket_pair sockets;
-    A limit;
-    asio::steady_timer writer;
-    std::array<char, 64> buf{};
-    std::size_t unread = 0;  // bytes written and not yet read
-    int parts = 0;
-    std::array<int, per_connection> calls{};
-    std::array<int, per_connection> waits{};
-  };
-  std::vector<std::unique_ptr<connection>> conns;
-  for (int i = 0; i < connections; ++i) conns.push_back(std::make_unique<connection>(ctx));
-
-  std::atomic<int> completions{0};
-  std::atomic<int> timeouts{0};
-  std::atomic<int> successes{0};
-  std::atomic<int> unexpected{0};  // an error other than timed_out, or a result the iteration rules out
-  std::atomic<int> outside_strand{0};
-  std::atomic<int> races_timed_out{0};  // iterations of the third kind that the deadline won
-
-  std::function<void(connection&, int)> start;
-  // The next iteration starts once every part of this one (read, deadline wait, delayed write) is done.
-  auto part_done = [&](connection& c, int i) {
-    if (--c.parts == 0) start(c, i + 1);
-  };
-  start = [&](connection& c, int i) {
-    if (i == per_connection) return;
-    const int kind = i % 3;
-    const bool deadline_wait = A::is_deadline && kind == 0;
-    c.parts = 1 + (kind == 2 ? 1 : 0) + (deadline_wait ? 1 : 0);
-    if (kind == 1) {
-      asio::write(c.sockets.client, asio::buffer("x", 1));
-      ++c.unread;
-    }
-    c.limit.expires_after(kind == 0 ? 2ms : kind == 1 ? never : 1ms);
-    auto handler = [&, i, kind](const error_code& ec, std::size_t n) {
-      if (!c.strand.running_in_this_thread()) ++outside_strand;
-      ++c.calls[i];
-      ++completions;
-      if (!ec) {
-        ++successes;
-        if (n == 0 || n > c.unread) ++unexpected;
-        c.unread -= n;
-      } else if (ec == timed_out) {
-        ++timeouts;
-        if (kind == 2) ++races_timed_out;
-        if (kind == 1 || (kind == 0 && c.unread > 0)) ++unexpected;  // the data was there first
-      } else {
-        ++unexpected;
-      }
-      part_done(c, i);
-    };
-    c.sockets.server.async_read_some(asio::buffer(c.buf), c.limit.bind(asio::bind_executor(c.strand, handler)));
-    if constexpr (A::is_deadline) {
-      if (deadline_wait) {
-        c.limit.deadline.async_wait(asio::bind_executor(c.strand, [&, i](const error_code& ec) {
-          if (!c.strand.running_in_this_thread()) ++outside_strand;
-          if (ec) ++unexpected;
-          ++c.waits[i];
-          part_done(c, i);
-        }));
-      }
-    }
-    if (kind == 2) {  // the data and the deadline are due at about the same time
-      // Around the 1 ms deadline: before, with, or after it.
-      const std::array<steady_clock::duration, 3> delays{500us, 1ms, 1500us};
-      c.writer.expires_after(delays[static_cast<std::size_t>(i / 3) % delays.size()]);
-      c.writer.async_wait(asio::bind_executor(c.strand, [&, i](const error_code&) {
-        asio::write(c.sockets.client, asio::buffer("y", 1));
-        ++c.unread;
-        part_done(c, i);
-      }));
-    }
-  };
-  for (auto& c : conns) asio::post(c->strand, [&, cp = c.get()] { start(*cp, 0); });
-
-  std::thread other([&] { ctx.run_for(10s); });
-  ctx.run_for(10s);
-  other.join();
-
-  BOOST_CHECK_EQUAL(completions.load(), connections * per_connection);
-  for (auto& c : conns) {
-    for (int n : c->calls) BOOST_REQUIRE_EQUAL(n, 1);
-    if constexpr (A::is_deadline)
-      for (int i = 0; i < per_connection; ++i) BOOST_REQUIRE_EQUAL(c->waits[i], i % 3 == 0 ? 1 : 0);
-  }
-  BOOST_TEST_MESSAGE("successes: " << successes.load() << ", timeouts: " << timeouts.load()
-                                     << ", races the deadline won: " << races_timed_out.load());
-  BOOST_CHECK_EQUAL(successes.load() + timeouts.load(), connections * per_connection);
-  BOOST_CHECK_GT(timeouts.load(), 0);
-  BOOST_CHECK_GT(successes.load(), 0);
-  BOOST_CHECK_EQUAL(unexpected.load(), 0);
-  BOOST_CHECK_EQUAL(outside_strand.load(), 0);
-  check_idle(ctx);
-}
-
-// --- Moving the deadline (tock::deadline): bound operations and waits follow it.
+// --- Moving the deadline: bound operations and waits follow it (a deferred operation, as it is when invoked).
 
 BOOST_FIXTURE_TEST_CASE(deadline_extended_repeatedly_times_out_at_last_expiry, pending_read) {
   tock::deadline dl(ctx, 10ms);
@@ -527,6 +312,18 @@ BOOST_AUTO_TEST_CASE(deadline_wait_completes_when_passed_not_when_moved) {
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
 }
 
+// A deferred operation is tied to the deadline as it is when the operation is invoked.
+BOOST_FIXTURE_TEST_CASE(deferred_read_follows_deadline_moved_before_invocation, pending_read) {
+  tock::deadline dl(ctx, 1ms);
+  auto op = read(dl.bind(asio::deferred));
+  dl.expires_after(20ms);
+  std::move(op)(record_io(r));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK(r.at >= dl.expiry());
+}
+
 // One deadline per direction: the read's passing leaves the write pending; the write then times out on its own.
 BOOST_FIXTURE_TEST_CASE(read_and_write_deadlines_are_independent, pending_read) {
   // Small buffers and a peer that never reads: a large write pends.
@@ -602,8 +399,31 @@ BOOST_AUTO_TEST_CASE(deadline_moved_during_driver_rekey_is_not_lost) {
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
 }
 
-// --- One deadline, many operations (tock::deadline): they time out together, cancel() and the destructor
-// abort them all, and a deadline that has passed or was cancelled bounds new operations.
+// --- One deadline, many operations: one completing leaves the others alone, they time out together, cancel(),
+// the destructor and shutdown end them all, and a deadline that has passed or was cancelled bounds new ones.
+
+BOOST_FIXTURE_TEST_CASE(read_completing_first_leaves_deadline_waits_alone, pending_read) {
+  asio::write(s.client, asio::buffer("x", 1));
+  tock::deadline dl(ctx, 20ms);
+  completion wait;
+  dl.async_wait(record(wait));
+  read(dl.bind(record_io(r)));
+  asio::steady_timer t(ctx, never);
+  completion timer_wait;
+  t.async_wait(dl.bind(record(timer_wait)));
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 3u);
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(!r.ec);
+  BOOST_CHECK_EQUAL(wait.calls, 1);
+  BOOST_CHECK(!wait.ec);
+  BOOST_CHECK(wait.at >= dl.expiry());
+  BOOST_CHECK_EQUAL(timer_wait.calls, 1);
+  BOOST_CHECK_EQUAL(timer_wait.ec, timed_out);
+  BOOST_CHECK(timer_wait.at >= dl.expiry());
+  BOOST_CHECK(r.at < wait.at);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
 
 BOOST_FIXTURE_TEST_CASE(deadline_times_out_all_bound_operations_together, pending_read) {
   tock::deadline dl(ctx, 20ms);
@@ -702,6 +522,29 @@ BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all
   BOOST_CHECK(service_of(ctx).invariants_hold());
 }
 
+BOOST_AUTO_TEST_CASE(shutdown_destroys_deadline_wait_and_bound_sleep_once) {
+  probe wait_probe;
+  probe sleep_probe;
+  {
+    shutdown_context ctx;
+    {
+      tock::deadline dl(ctx, never);
+      dl.async_wait(tracked_handler(wait_probe));
+      tock::async_sleep_for(ctx, never, dl.bind(asio::bind_executor(ctx, tracked_handler(sleep_probe))));
+      ctx.poll();
+      BOOST_CHECK_EQUAL(wait_probe.alive(), 1);
+      BOOST_CHECK_EQUAL(sleep_probe.alive(), 1);
+      ctx.shut_down();
+      BOOST_CHECK_EQUAL(wait_probe.alive(), 0);
+      BOOST_CHECK_EQUAL(sleep_probe.alive(), 0);
+    }
+  }
+  BOOST_CHECK_EQUAL(wait_probe.invoked, 0);
+  BOOST_CHECK_EQUAL(wait_probe.destroyed, 1);
+  BOOST_CHECK_EQUAL(sleep_probe.invoked, 0);
+  BOOST_CHECK_EQUAL(sleep_probe.destroyed, 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(deadline_passed_times_out_new_read_at_once, pending_read) {
   tock::deadline dl(ctx, 5ms);
   completion w;
@@ -720,8 +563,8 @@ BOOST_FIXTURE_TEST_CASE(deadline_passed_times_out_new_read_at_once, pending_read
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
 }
 
-// --- Moving the deadline object (tock::deadline): its bound operations go with it, and the moved-from
-// deadline is as if made from its executor alone, usable again.
+// --- Moving the deadline object: its bound operations go with it, and the moved-from deadline is as if made
+// from its executor alone, usable again.
 
 BOOST_FIXTURE_TEST_CASE(moved_deadline_keeps_bound_operations, pending_read) {
   std::optional<tock::deadline> from(std::in_place, ctx, 15ms);
@@ -762,7 +605,6 @@ void check_deadline_used_again(asio::io_context& ctx, tock::deadline& from, tock
   BOOST_CHECK_EQUAL(r.ec, timed_out);
   check_idle(ctx);
 }
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(moved_from_deadline_is_usable_again) {
@@ -816,5 +658,45 @@ BOOST_AUTO_TEST_CASE(deadline_at_time_point_from_context_or_executor) {
   BOOST_CHECK(!c.ec);
   BOOST_CHECK(c.at >= t);
 }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// === tock::timeout only (timed_ops_test/timeout).
+
+BOOST_AUTO_TEST_SUITE(timeout)
+
+// A relative timeout counts from the initiation, which for a deferred operation is its invocation. (A
+// deadline's deferred operation follows the deadline instead: see
+// deadline/deferred_read_follows_deadline_moved_before_invocation.)
+BOOST_FIXTURE_TEST_CASE(deferred_read_timeout_counts_from_invocation, pending_read) {
+  auto op = read(tock::timeout(20ms, asio::deferred));
+  std::this_thread::sleep_for(30ms);
+  const auto invoked = steady_clock::now();
+  std::move(op)(record_io(r));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, timed_out);
+  BOOST_CHECK_MESSAGE(r.at - invoked >= 20ms,
+                      "timed out "
+                          << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
+                          << " us after the invocation, before the 20 ms timeout");
+}
+
+// A deadline may not outlive its context: deadline/shutdown_destroys_deadline_wait_and_bound_sleep_once is its
+// case.
+BOOST_AUTO_TEST_CASE(context_destroyed_with_timed_sleep_destroys_handler_once) {
+  probe p;
+  {
+    asio::io_context ctx;
+    tock::async_sleep_for(ctx, never, tock::timeout(never, asio::bind_executor(ctx, tracked_handler(p))));
+    ctx.poll();
+    BOOST_CHECK_EQUAL(p.alive(), 1);
+  }
+  BOOST_CHECK_EQUAL(p.invoked, 0);
+  BOOST_CHECK_EQUAL(p.destroyed, 1);
+  BOOST_CHECK_EQUAL(p.alive(), 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE_END()
