@@ -40,7 +40,7 @@ tock::basic_timer_service<Clock>& service_of(asio::io_context& ctx) {
 // its operations are done. A failure names the line that called it.
 template <typename Clock = steady_clock>
 void check_idle(asio::io_context& ctx, const std::source_location& where = std::source_location::current()) {
-  BOOST_TEST_CONTEXT("check_idle called from line " << where.line()) {
+  BOOST_TEST_CONTEXT("check_idle called at " << where.file_name() << ":" << where.line()) {
     BOOST_CHECK_EQUAL(service_of<Clock>(ctx).pending(), 0u);
     BOOST_CHECK(service_of<Clock>(ctx).invariants_hold());
   }
