@@ -5,6 +5,7 @@
 #include <tock/detail/deadline_heap.hpp>
 #include <tock/detail/driver.hpp>
 #include <tock/detail/io_context_of.hpp>
+#include <tock/detail/service_core.hpp>
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
@@ -280,10 +281,10 @@ class basic_timer_service : public asio::execution_context::service {
     }
     if (slots_in_use_locked() >= capacity_) return make_error_code(error::capacity_exceeded);
     heap_.reserve_one();
+    arm_for_locked(t);
     entry.node.seq = next_seq_++;
     heap_.push(entry.node, t);
     ++heap_waits_;
-    update_driver_locked();
     return error_code();
   }
 
@@ -330,7 +331,6 @@ class basic_timer_service : public asio::execution_context::service {
   using wait_op = detail::wait_op;
   using heap_node = detail::heap_node;
   using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
-  using deferred_error = detail::service_core::deferred_error;
 
   // Declared before the lock and the completions of a call that may end the last parked wait: collects the
   // parked-work guard under the lock and drops it last, after the completions were posted.
@@ -345,7 +345,7 @@ class basic_timer_service : public asio::execution_context::service {
   };
 
   // Whether a call deferred a completion that needs a drain posted (see service_core): posted once the
-  // lock is released.
+  // lock is released. Never allocates.
   struct drain_request {
     bool needed = false;
     void post(detail::service_core& core) {
@@ -419,9 +419,8 @@ class basic_timer_service : public asio::execution_context::service {
   // only while `guard` still owns the operation.
   template <typename Op>
   void refuse_locked(unstarted_op<Op>& guard, std::unique_lock<std::mutex>& lock) {
-    core_->reserve_deferred_locked(1);
     Op* op = std::exchange(guard.op, nullptr);
-    const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
+    const bool post = core_->defer_locked(*op, detail::deferred::capacity_exceeded);
     lock.unlock();
     if (post) core_->post_drain();
   }
@@ -443,41 +442,46 @@ class basic_timer_service : public asio::execution_context::service {
   // since they leave when they surface or when their next wait starts.
   std::size_t slots_in_use_locked() const noexcept { return heap_.size() - lingering_; }
 
+  // Throws only before anything changed.
   void move_expiry_locked(implementation_type& impl, const time_point& t) {
-    impl.set_expiry(t);
-    if (impl.ring.waiting == 0) return;  // placed when a wait starts
+    if (impl.ring.waiting == 0) {
+      impl.set_expiry(t);
+      return;  // placed when a wait starts
+    }
     const std::size_t n = impl.ring.waiting;
     if (t == time_point::max()) {
-      if (impl.node.parked()) return;
-      reserve_parked_one();
-      heap_.remove(impl.node);
-      heap_waits_ -= n;
-      park_locked(impl.node);
-      parked_waits_ += n;
-      update_driver_locked();
-      update_work_locked();
+      if (!impl.node.parked()) {
+        reserve_parked_one();
+        heap_.remove(impl.node);
+        heap_waits_ -= n;
+        park_locked(impl.node);
+        parked_waits_ += n;
+        disarm_if_idle_locked();
+        update_work_locked();
+      }
     } else if (impl.node.parked()) {
       heap_.reserve_one();
+      arm_for_locked(t);
       unpark_locked(impl.node);
       parked_waits_ -= n;
       impl.node.seq = impl.ring.first_waiting()->seq;
       heap_.push(impl.node, t);
       heap_waits_ += n;
       update_work_locked();
-      update_driver_locked();
     } else if (!(heap_.key_of(impl.node) < t)) {
+      arm_for_locked(t);
       impl.node.seq = impl.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
       heap_.rekey(impl.node, t);
-      update_driver_locked();
     }
+    impl.set_expiry(t);
   }
 
   enum class unlinked { nothing, due, waiting };
 
   // Takes a wait out of whatever ring it is in, and says what it was: already gone, fired but not yet run,
   // or still waiting. O(waits of its timer).
-  unlinked detach_locked(detail::wait_op& entry) {
-    if (entry.next == nullptr) return unlinked::nothing;
+  unlinked detach_locked(detail::wait_op& entry) noexcept {
+    if (entry.next == nullptr || detail::deferred_queue::is_queued(entry)) return unlinked::nothing;
     detail::wait_op** link = nullptr;
     detail::wait_ring& ring = detail::wait_ring::ring_of(entry, link);
     const bool was_due = ring.index_of(entry) < ring.due;
@@ -507,7 +511,6 @@ class basic_timer_service : public asio::execution_context::service {
       if (impl.node.in_heap()) {
         heap_.remove(impl.node);
         --lingering_;
-        update_driver_locked();
       }
       if (!impl.node.parked()) park_locked(impl.node);
       ++parked_waits_;
@@ -516,6 +519,11 @@ class basic_timer_service : public asio::execution_context::service {
     }
     heap_.reserve_one();
     const bool first = impl.ring.waiting == 0;
+    // Left in the heap by an earlier wait (a cancel or reset), a timer keeps a key earlier than its expiry,
+    // heap untouched: it is re-keyed, with this wait's sequence number, when it surfaces. Otherwise its key
+    // becomes the expiry. A timer already waiting is in the heap where the driver expects it.
+    const bool keeps_key = impl.node.in_heap() && heap_.key_of(impl.node) < impl.expiry();
+    if (first) arm_for_locked(keeps_key ? heap_.key_of(impl.node) : impl.expiry());
     op.seq = next_seq_++;
     impl.ring.push_back(op);
     ++heap_waits_;
@@ -523,9 +531,7 @@ class basic_timer_service : public asio::execution_context::service {
     if (!first) return;
     if (impl.node.in_heap()) {
       --lingering_;
-      // Left in the heap by an earlier wait (a cancel or reset). A key earlier than the expiry stays, heap
-      // untouched: it is re-keyed, with this wait's sequence number, when it surfaces. Otherwise move it up.
-      if (!(heap_.key_of(impl.node) < impl.expiry())) {
+      if (!keeps_key) {
         impl.node.seq = op.seq;
         heap_.rekey(impl.node, impl.expiry());
       }
@@ -533,7 +539,6 @@ class basic_timer_service : public asio::execution_context::service {
       impl.node.seq = op.seq;
       heap_.push(impl.node, impl.expiry());
     }
-    update_driver_locked();
   }
 
   template <typename Op>
@@ -560,11 +565,11 @@ class basic_timer_service : public asio::execution_context::service {
       return;
     }
     heap_.reserve_one();
+    arm_for_locked(t);
     guard.op = nullptr;
     op->node.seq = next_seq_++;
     heap_.push(op->node, t);
     ++heap_waits_;
-    update_driver_locked();
   }
 
   std::size_t cancel_some(implementation_type& impl, std::size_t limit) {
@@ -583,16 +588,15 @@ class basic_timer_service : public asio::execution_context::service {
   // Takes up to `limit` waits of a timer, oldest first. Fired waits whose handlers have not run are only
   // unlinked (their runner reports them aborted); waiting ones are deferred as aborted (the caller posts
   // the drain once the lock is released). The timer stays in the heap: a later wait will likely reuse its
-  // slot. Throws only before anything changed.
-  std::size_t take_waits_locked(implementation_type& impl, std::size_t limit, drain_request& drain) {
-    core_->reserve_deferred_locked(std::min<std::size_t>(limit, impl.ring.waiting));
+  // slot. Never throws.
+  std::size_t take_waits_locked(implementation_type& impl, std::size_t limit, drain_request& drain) noexcept {
     std::size_t taken = 0;
     std::size_t waiting_taken = 0;
     while (taken < limit && !impl.ring.empty()) {
       bool was_due = false;
       wait_op& op = impl.ring.take_front(was_due);
       if (!was_due) {
-        drain.needed |= core_->defer_locked(op, deferred_error::aborted);
+        drain.needed |= core_->defer_locked(op, detail::deferred::aborted);
         ++waiting_taken;
       }
       ++taken;
@@ -602,7 +606,7 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   // Accounts for `n` waits that left a timer's ring before firing.
-  void waits_left_locked(implementation_type& impl, std::size_t n) {
+  void waits_left_locked(implementation_type& impl, std::size_t n) noexcept {
     if (impl.node.in_heap()) {
       heap_waits_ -= n;
       if (impl.ring.waiting > 0) {
@@ -610,7 +614,7 @@ class basic_timer_service : public asio::execution_context::service {
       } else {
         ++lingering_;
       }
-      update_driver_locked();
+      disarm_if_idle_locked();
     } else if (impl.node.parked()) {
       parked_waits_ -= n;
       if (impl.ring.waiting == 0) unpark_locked(impl.node);
@@ -623,9 +627,8 @@ class basic_timer_service : public asio::execution_context::service {
     drain_request drain;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      core_->reserve_deferred_locked(1);
       // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
-      if (detach_locked(op) == unlinked::waiting) drain.needed = core_->defer_locked(op, deferred_error::aborted);
+      if (detach_locked(op) == unlinked::waiting) drain.needed = core_->defer_locked(op, detail::deferred::aborted);
       idle.collect_locked();
     }
     drain.post(*core_);
@@ -636,18 +639,17 @@ class basic_timer_service : public asio::execution_context::service {
     drain_request drain;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
-      core_->reserve_deferred_locked(1);
-      if (unschedule_locked(op)) drain.needed = core_->defer_locked(op, deferred_error::aborted);  // else fired
+      if (unschedule_locked(op)) drain.needed = core_->defer_locked(op, detail::deferred::aborted);  // else fired
       idle.collect_locked();
     }
     drain.post(*core_);
   }
 
-  bool unschedule_locked(detail::sleep_op_base& op) {
+  bool unschedule_locked(detail::sleep_op_base& op) noexcept {
     if (op.node.in_heap()) {
       heap_.remove(op.node);
       --heap_waits_;
-      update_driver_locked();
+      disarm_if_idle_locked();
     } else if (op.node.parked()) {
       unpark_locked(op.node);
       --parked_waits_;
@@ -698,31 +700,39 @@ class basic_timer_service : public asio::execution_context::service {
   // The driver is armed exactly while some wait sits in the heap, at or before the top's key. It is re-armed
   // only when the top becomes earlier than what it is armed for; a later top is found by waking early.
   // During a batch nothing is armed: the batch re-arms once at its end (each arming is a timerfd_settime,
-  // and the superseded wait an extra completion).
-  void update_driver_locked() {
-    if (firing_) return;
-    if (heap_waits_ == 0) {
-      if (armed_at_ != time_point::max()) {
-        armed_at_ = time_point::max();
-        driver_generation_.fetch_add(1, std::memory_order_relaxed);
-        driver_.cancel();  // so that run() can return once nothing is pending
-      }
-      return;
-    }
-    const time_point& top = heap_.top().key;
-    if (top < armed_at_) {
-      // Not armed until the new wait is in: if arming throws, the next change of the service re-arms.
-      armed_at_ = time_point::max();
-      driver_.expires_at(top);
-      driver_.async_wait(driver_handler{this, driver_generation_.fetch_add(1, std::memory_order_relaxed) + 1});
-      armed_at_ = top;
-    }
+  // and the superseded wait an extra completion). Arming can fail (Asio allocates), so a call that places a
+  // wait arms for it first (arm_for_locked), before anything changes; calls that only take waits out never
+  // arm (disarm_if_idle_locked), so they cannot fail.
+
+  // Arms for a wait about to be placed at `key`, so that the top after placing it is covered. Throws with
+  // nothing changed (see asio_driver::arm).
+  void arm_for_locked(time_point key) {
+    if (!heap_.empty() && heap_.top().key < key) key = heap_.top().key;
+    if (!firing_ && key < armed_at_) arm_locked(key);
+  }
+
+  // The generation is published only once the wait is in: a failed arm leaves the pending wait current. A
+  // new wait that fires before it is published is not taken for a stale one (see on_driver_fired).
+  void arm_locked(const time_point& at) {
+    const std::uint64_t generation = driver_generation_.load(std::memory_order_relaxed) + 1;
+    driver_.arm(at, driver_handler{this, generation});
+    driver_generation_.store(generation, std::memory_order_relaxed);
+    armed_at_ = at;
+  }
+
+  // Once no wait is in the heap, the driver's wait goes, so that run() can return. Never throws.
+  void disarm_if_idle_locked() noexcept {
+    if (firing_ || heap_waits_ != 0 || armed_at_ == time_point::max()) return;
+    armed_at_ = time_point::max();
+    driver_generation_.fetch_add(1, std::memory_order_relaxed);
+    driver_.cancel();
   }
 
   // Fires every wait that is due, in deadline order, then re-arms for what is left.
   void on_driver_fired(std::uint64_t generation) {
-    // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock.
-    if (generation != driver_generation_.load(std::memory_order_relaxed)) return;
+    // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock; a wait
+    // newer than the generation read here is being armed, and the lock waits for it.
+    if (generation < driver_generation_.load(std::memory_order_relaxed)) return;
     std::unique_lock<std::mutex> lock(core_->mutex());
     if (generation != driver_generation_.load(std::memory_order_relaxed) || shut_down_) return;
     armed_at_ = time_point::max();
@@ -731,12 +741,14 @@ class basic_timer_service : public asio::execution_context::service {
     struct rearm {
       basic_timer_service& service;
       std::unique_lock<std::mutex>& lock;
-      // A failed re-arm leaves run() with its exception, unless a handler's already does.
+      // The wait that fired returned its memory to the driver, so the re-arm finds it (see asio_driver);
+      // should Asio's own timer queue fail to grow, run() is left with that exception, unless a handler's
+      // already leaves it.
       ~rearm() noexcept(false) {
         if (!lock.owns_lock()) lock.lock();
         service.firing_ = false;
         try {
-          service.update_driver_locked();
+          if (service.heap_waits_ != 0) service.arm_locked(service.heap_.top().key);
         } catch (...) {
           if (std::uncaught_exceptions() == 0) throw;
         }
@@ -758,7 +770,7 @@ class basic_timer_service : public asio::execution_context::service {
         --heap_waits_;
         --budget;
         lock.unlock();
-        op->complete(op, *core_, detail::op_action::invoke, error_code());
+        invoke_unlocked(*op);
         lock.lock();
         continue;
       }
@@ -782,9 +794,70 @@ class basic_timer_service : public asio::execution_context::service {
         resequence_locked(t);
       }
       lock.unlock();
-      op.complete(&op, *core_, detail::op_action::invoke, error_code());
+      invoke_unlocked(op);
       lock.lock();
     }
+  }
+
+  // Runs a fired wait or sleep. One whose dispatch to its executor could not allocate is kept (see
+  // complete_op) and placed again (refire) before the exception leaves run(): nothing is lost.
+  template <typename Op>
+  void invoke_unlocked(Op& op) {
+    detail::completion_kept = false;
+    try {
+      op.complete(&op, *core_, detail::op_action::invoke, error_code());
+    } catch (...) {
+      if (std::exchange(detail::completion_kept, false)) refire(op);
+      throw;
+    }
+  }
+
+  // A sleep, or an entry (which fired: the deadline passed), completes as fired from the next drain.
+  void refire(detail::sleep_op_base& op) noexcept { core_->requeue_fired(op); }
+
+  // A timer wait waits again, first of its timer, so that it fires at the next wake-up and a cancel() in
+  // between still aborts it; if one came already it completes as aborted. A deadline's entry, or a wait
+  // whose timer cannot be placed again, completes as fired from the next drain.
+  void refire(wait_op& op) noexcept {
+    if (op.checked_at_run) {
+      drain_request drain;
+      bool placed = true;
+      {
+        std::lock_guard<std::mutex> lock(core_->mutex());
+        if (op.next == nullptr)
+          drain.needed = core_->defer_locked(op, detail::deferred::aborted);
+        else
+          placed = wait_again_locked(op);
+      }
+      drain.post(*core_);
+      if (placed) return;
+    }
+    core_->requeue_fired(op);
+  }
+
+  bool wait_again_locked(wait_op& op) noexcept {
+    wait_op** link = nullptr;
+    detail::wait_ring& ring = detail::wait_ring::ring_of(op, link);
+    implementation_type& t = timer_of(ring);
+    if (t.expiry() == time_point::max()) return false;
+    if (!t.node.in_heap()) {
+      try {
+        heap_.reserve_one();
+      } catch (...) {
+        return false;
+      }
+    }
+    const bool was_idle = ring.waiting == 0;
+    ring.unfire(link, op);
+    ++heap_waits_;
+    if (!t.node.in_heap()) {
+      t.node.seq = op.seq;
+      heap_.push(t.node, t.expiry());
+    } else {
+      if (was_idle) --lingering_;
+      resequence_locked(t);
+    }
+    return true;
   }
 
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a

@@ -2,6 +2,7 @@
 #ifndef TOCK_DETAIL_DEADLINE_BOUND_OP_HPP
 #define TOCK_DETAIL_DEADLINE_BOUND_OP_HPP
 
+#include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
@@ -107,8 +108,9 @@ class deadline_bound_op : public Link {
     cancel_runner(cancel_runner&& other) noexcept
         : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_) {}
     cancel_runner& operator=(cancel_runner&&) = delete;
+    bool release() noexcept { return std::exchange(self_, nullptr) != nullptr; }
     ~cancel_runner() {
-      if (self_ != nullptr) self_->release();
+      if (self_ != nullptr && !dispatching::give_back(self_)) self_->release();
     }
     void operator()() {
       deadline_bound_op* self = std::exchange(self_, nullptr);
@@ -131,25 +133,37 @@ class deadline_bound_op : public Link {
   static bool unlink(Service& s, sleep_op_base& entry) { return s.unschedule(entry); }
   static bool unlink(Service& s, wait_op& entry) { return s.detach(entry); }
 
-  static void on_sleep_entry(sleep_op_base* b, service_core&, op_action a, const error_code&) {
-    static_cast<deadline_bound_op*>(b)->on_entry(a);
+  static void on_sleep_entry(sleep_op_base* b, service_core&, op_action a, const error_code& ec) {
+    static_cast<deadline_bound_op*>(b)->on_entry(a, ec);
   }
-  static void on_wait_entry(wait_op* b, service_core&, op_action a, const error_code&) {
-    static_cast<deadline_bound_op*>(b)->on_entry(a);
+  static void on_wait_entry(wait_op* b, service_core&, op_action a, const error_code& ec) {
+    static_cast<deadline_bound_op*>(b)->on_entry(a, ec);
   }
 
-  // The entry fired (invoke: the deadline passed), was aborted (deliver, from the context's run(): the
-  // deadline was cancelled or destroyed), or is dropped at shutdown (destroy, discard). The service hooks
-  // nothing into a slot for an entry: nothing to unhook.
-  void on_entry(op_action a) {
+  // The entry fired (invoke: the deadline passed; or deliver without an error: it fired, and was queued
+  // again because its cancellation could not be dispatched), was aborted (deliver with operation_aborted,
+  // from the context's run(): the deadline was cancelled or destroyed), or is dropped at shutdown (destroy,
+  // discard). The service hooks nothing into a slot for an entry: nothing to unhook. A dispatch that throws
+  // before taking the cancellation keeps the entry for its caller to queue again (as complete_op does).
+  void on_entry(op_action a, const error_code& ec) {
     if (a == op_action::unhook || a == op_action::hooked || a == op_action::unhooked) return;
     if (a == op_action::destroy || a == op_action::discard) {
       release();
-    } else if (runs_in_context_) {
-      cancel_now(a == op_action::invoke);
+      return;
+    }
+    const bool timed_out = a == op_action::invoke || !ec;
+    if (runs_in_context_) {
+      cancel_now(timed_out);
       release();
-    } else {
-      asio::dispatch(executor_, cancel_runner(this, a == op_action::invoke));
+      return;
+    }
+    cancel_runner runner(this, timed_out);
+    dispatching guard(this);
+    try {
+      asio::dispatch(executor_, std::move(runner));
+    } catch (...) {
+      if (runner.release() || guard.given_back()) completion_kept = true;
+      throw;
     }
   }
 
