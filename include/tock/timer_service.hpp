@@ -138,8 +138,10 @@ class basic_timer_service : public asio::execution_context::service {
       parked += n->is_timer ? implementation_type::from_node(const_cast<detail::heap_node*>(n))->ring.waiting : 1;
     }
     const bool driver_ok = (heap_waits_ == 0) == (armed_at_ == time_point::max()) || shut_down_ || firing_;
+    // The service's own Asio operations fit their pools, so the paths that must not fail never allocate.
+    const bool pools_ok = driver_.fallbacks() == 0 && core_->drain_fallbacks() == 0;
     return in_heap == heap_waits_ && parked == parked_waits_ && lingering == lingering_ && driver_ok &&
-           !idle_work_;
+           !idle_work_ && pools_ok;
   }
 
   // --- The implementation of basic_timer. Each is O(log N) unless noted; `impl` is not shared between

@@ -170,6 +170,9 @@ class service_core : public std::enable_shared_from_this<service_core> {
     return !std::exchange(drain_posted_, true);
   }
 
+  // Drains whose operation did not fit the core's block, for tests.
+  std::size_t drain_fallbacks() const { return drain_memory_.fallbacks(); }
+
   // Posts the drain that defer_locked() asked for. Never allocates (see the constructor).
   void post_drain() { boost::asio::post(ctx_.get_executor(), drain{shared_from_this()}); }
 
