@@ -70,8 +70,8 @@ class initiate_with_deadline {
     try {
       ec = registrar_.add(service, *op);
     } catch (...) {
-      // Not scheduled: drop the entry's reference (`bound` drops the other). Scheduled before the throw (the
-      // driver's arming failed): `bound` unschedules it and drops both.
+      // add() throws before scheduling (the service arms its driver first): drop the entry's reference
+      // (`bound` drops the other). Were it scheduled, `bound` would unschedule it and drop both.
       if (!is_scheduled(*op)) op->unscheduled();
       throw;
     }
