@@ -62,7 +62,7 @@ class deadline_bound_op : public Link {
   template <typename... Args>
   void complete(Args&&... args) {
     done_.store(true, std::memory_order_release);
-    if (unlink(*service_, *this)) release();
+    if (leave_service()) release();
     leave_user_slot();
     Handler handler(std::move(handler_));
     const bool timed_out = timed_out_.load(std::memory_order_acquire);
@@ -73,7 +73,7 @@ class deadline_bound_op : public Link {
   // The operation was destroyed without completing (its context shut down, or its initiation threw).
   void abandon() noexcept {
     done_.store(true, std::memory_order_release);
-    if (unlink(*service_, *this)) release();
+    if (leave_service()) release();
     leave_user_slot();
     release();
   }
@@ -133,6 +133,12 @@ class deadline_bound_op : public Link {
   static bool unlink(Service& s, sleep_op_base& entry) { return s.unschedule(entry); }
   static bool unlink(Service& s, wait_op& entry) { return s.detach(entry); }
 
+  // Takes the entry out of its service if it is still there; true if it was (its reference is then ours).
+  bool leave_service() {
+    Service* s = service_.load(std::memory_order_acquire);
+    return s != nullptr && unlink(*s, *this);
+  }
+
   static void on_sleep_entry(sleep_op_base* b, service_core&, op_action a, const error_code& ec) {
     static_cast<deadline_bound_op*>(b)->on_entry(a, ec);
   }
@@ -147,6 +153,7 @@ class deadline_bound_op : public Link {
   // before taking the cancellation keeps the entry for its caller to queue again (as complete_op does).
   void on_entry(op_action a, const error_code& ec) {
     if (a == op_action::unhook || a == op_action::hooked || a == op_action::unhooked) return;
+    service_.store(nullptr, std::memory_order_release);
     if (a == op_action::destroy || a == op_action::discard) {
       release();
       return;
@@ -215,7 +222,9 @@ class deadline_bound_op : public Link {
   Handler handler_;
   decltype(handler_allocator(std::declval<const Handler&>())) alloc_;
   asio::cancellation_signal signal_;
-  Service* service_;
+  // Null once the entry left the service (fired, aborted, dropped at shutdown): the operation may complete,
+  // or be destroyed, on another context after the service's own context is gone.
+  std::atomic<Service*> service_;
   Executor executor_;
   bool runs_in_context_;
   bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot
