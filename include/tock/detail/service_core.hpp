@@ -82,11 +82,6 @@ class deferred_queue {
     head_.first = b.first;
   }
 
-  // Whether a timer wait that has left its ring is queued here.
-  static bool is_queued(const wait_op& op) noexcept {
-    return op.next != nullptr && (reinterpret_cast<link>(op.next) & kind_mask) != 0;
-  }
-
   // The queued operation after `l` in its batch, or 0 after `last`.
   static link next_of(link l, const batch& b) noexcept { return l == b.last ? 0 : next(l); }
 
@@ -96,7 +91,7 @@ class deferred_queue {
 
  private:
   static constexpr link sleep_bit = 1;
-  static constexpr link kind_mask = 6;
+  static constexpr link kind_mask = deferred_link_bits;
   static constexpr link end = link(deferred::aborted) << 1;  // after the last one: no address, kind bits set
 
   static_assert(alignof(wait_op) >= 8 && alignof(sleep_op_base) >= 8);

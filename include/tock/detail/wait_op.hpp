@@ -41,6 +41,13 @@ struct wait_op {
   std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
 
+// A wait queued as a deferred completion (see deferred_queue in service_core.hpp) links through `next` too,
+// with some of these low bits set, which a ring link never has.
+inline constexpr std::uintptr_t deferred_link_bits = 6;
+inline bool is_deferred(const wait_op& op) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(op.next) & deferred_link_bits) != 0;
+}
+
 // The head of a timer's waits: 16 bytes.
 struct wait_ring {
   wait_op* head;              // the oldest wait, or end() when there is none
