@@ -79,7 +79,7 @@ namespace detail {
 template <typename Clock>
 class timeout_registrar {
  public:
-  using link_type = sleep_op_base;
+  using link_type = sleep_entry;
   using service_type = basic_timer_service<Clock>;
 
   explicit timeout_registrar(const timeout_spec<Clock>& spec) noexcept : spec_(spec) {}
@@ -88,7 +88,7 @@ class timeout_registrar {
   service_type& service_for(const Executor& ex) const {
     return service_type::of(ex);
   }
-  error_code add(service_type& s, sleep_op_base& entry) const { return s.schedule(entry, spec_.deadline()); }
+  error_code add(service_type& s, sleep_entry& entry) const { return s.schedule(entry, spec_.deadline()); }
   asio::cancellation_type type() const noexcept { return spec_.type; }
 
  private:

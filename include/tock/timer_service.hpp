@@ -39,6 +39,11 @@ namespace tock {
 
 namespace asio = boost::asio;
 
+namespace detail {
+// Bumped whenever a timer service is destroyed: thread-local lookups of services made before are stale.
+inline std::atomic<std::uint64_t> service_epoch{1};
+}  // namespace detail
+
 // The timer service of one io_context for one clock: every tock timer and sleep on that context waits in
 // its queue (detail/timer_queue.hpp), and one Asio timer (the driver, detail/timer_driver.hpp) wakes it at
 // the earliest deadline. This layer holds the lock, allocates the operations, hooks their cancellation
@@ -208,7 +213,7 @@ class basic_timer_service : public asio::execution_context::service {
   // Schedules an entry at `t`; it fires through its completion function (op_action::invoke, from inside the
   // context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when it
   // could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
-  error_code schedule(detail::sleep_op_base& entry, const time_point& t) {
+  error_code schedule(detail::sleep_entry& entry, const time_point& t) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (queue_.sleep_past_capacity(t)) return make_error_code(error::capacity_exceeded);
@@ -217,7 +222,7 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
-  bool unschedule(detail::sleep_op_base& entry) noexcept {
+  bool unschedule(detail::sleep_entry& entry) noexcept {
     locked_section section(*this);
     return queue_.unschedule(entry);
   }
@@ -252,7 +257,7 @@ class basic_timer_service : public asio::execution_context::service {
 
  private:
   using wait_op = detail::wait_op;
-  using sleep_op_base = detail::sleep_op_base;
+  using sleep_entry = detail::sleep_entry;
   using queue_type = detail::timer_queue<time_point>;
   using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
 
@@ -286,7 +291,7 @@ class basic_timer_service : public asio::execution_context::service {
 
   // The service's handler in a wait's or sleep's cancellation slot: cancels it on any type. Its constructor
   // and destructor tell the operation whether it is in the slot (see wait_handlers.hpp), so that a slot
-  // whose signal was destroyed first is never touched. Op is wait_op or sleep_op_base.
+  // whose signal was destroyed first is never touched. Op is wait_op or sleep_entry.
   template <typename Op>
   class slot_cancellation {
    public:
@@ -340,7 +345,7 @@ class basic_timer_service : public asio::execution_context::service {
 
   template <typename Where, typename Op>
   void start_op(Where& where, Op* op) {
-    using base = std::conditional_t<std::is_base_of_v<wait_op, Op>, wait_op, sleep_op_base>;
+    using base = std::conditional_t<std::is_base_of_v<wait_op, Op>, wait_op, sleep_entry>;
     unstarted_op<base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
     if (slot.is_connected()) slot.template emplace<slot_cancellation<base>>(this, op);
@@ -370,7 +375,7 @@ class basic_timer_service : public asio::execution_context::service {
     driver_.arm_for_locked(queue_.wait_key(impl));
     queue_.link_wait(impl, op);
   }
-  void place_locked(const time_point& t, sleep_op_base& op) {
+  void place_locked(const time_point& t, sleep_entry& op) {
     queue_.reserve_at(t);
     if (t == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(t);
@@ -394,7 +399,7 @@ class basic_timer_service : public asio::execution_context::service {
     if (queue_.detach(op) == queue_type::unlinked::waiting) section.defer(op);
   }
 
-  void cancel_op(sleep_op_base& op) noexcept {
+  void cancel_op(sleep_entry& op) noexcept {
     locked_section section(*this);
     if (queue_.unschedule(op)) section.defer(op);  // else it fired
   }
@@ -402,16 +407,16 @@ class basic_timer_service : public asio::execution_context::service {
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a
   // handler's destructor may destroy a timer or start a wait (which is then destroyed too).
   void shutdown() override {
-    std::vector<sleep_op_base*> sleeps;
+    std::vector<sleep_entry*> sleeps;
     std::vector<wait_op*> waits;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
       shut_down_ = true;
-      queue_.clear([&](sleep_op_base& op) { sleeps.push_back(&op); }, [&](wait_op& op) { waits.push_back(&op); });
+      queue_.clear([&](sleep_entry& op) { sleeps.push_back(&op); }, [&](wait_op& op) { waits.push_back(&op); });
       parked_work_.reset();
       driver_.stop_locked();
     }
-    for (sleep_op_base* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
+    for (sleep_entry* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
     for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::destroy, error_code());
   }
 

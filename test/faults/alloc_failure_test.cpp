@@ -49,13 +49,13 @@
 //     drain's post uses the core's own block, the manual driver's posts memory reserved when it was armed.
 //  3. The driver's re-arm at the end of a batch allocated inside a destructor: std::terminate, then a lost
 //     wake-up. The driver's operations come from a pool the firing one returns to first (block_pool).
-//  4. initiate_with_deadline leaked the operation when registering the entry threw.
+//  4. timed_initiation leaked the operation when registering the entry threw.
 //  5. manual_driver::async_wait was half done when it threw.
 //  6. A completion dispatched to a foreign executor was lost when the dispatch could not allocate: now the
 //     operation is kept (Asio destroys the moved runner while unwinding; it gives the operation back), a
 //     fired timer wait waits again (a cancel() in between still aborts it), the rest are queued again.
 //  7. manual_clock::advance moved the time, then failed to post the due drivers' handlers.
-//  8. deadline_bound_handler's associators read a freed operation when Asio freed a failed start.
+//  8. timed_handler's associators read a freed operation when Asio freed a failed start.
 // In this binary Asio's own memory goes through operator new (see CMakeLists.txt), so Asio's posts and
 // dispatches (the drain, the manual driver, strands) fail as well.
 #define BOOST_TEST_MODULE tock_fault_tests

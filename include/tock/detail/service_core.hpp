@@ -70,7 +70,7 @@ class deferred_queue {
 
   bool empty() const noexcept { return head_.first == 0; }
   void push_back(wait_op& op, deferred how) noexcept { push_back(make(&op, false, how)); }
-  void push_back(sleep_op_base& op, deferred how) noexcept { push_back(make(&op, true, how)); }
+  void push_back(sleep_entry& op, deferred how) noexcept { push_back(make(&op, true, how)); }
 
   batch take_all() noexcept { return std::exchange(head_, batch{}); }
 
@@ -94,20 +94,20 @@ class deferred_queue {
   static constexpr link kind_mask = deferred_link_bits;
   static constexpr link end = link(deferred::aborted) << 1;  // after the last one: no address, kind bits set
 
-  static_assert(alignof(wait_op) >= 8 && alignof(sleep_op_base) >= 8);
+  static_assert(alignof(wait_op) >= 8 && alignof(sleep_entry) >= 8);
 
   static link make(void* op, bool is_sleep, deferred how) noexcept {
     return reinterpret_cast<link>(op) | (is_sleep ? sleep_bit : 0) | (link(how) << 1);
   }
 
   static link next(link l) noexcept {
-    if (is_sleep(l)) return static_cast<sleep_op_base*>(address(l))->deferred_next;
+    if (is_sleep(l)) return static_cast<sleep_entry*>(address(l))->deferred_next;
     return reinterpret_cast<link>(static_cast<wait_op*>(address(l))->next);
   }
 
   static void set_next(link l, link to) noexcept {
     if (is_sleep(l))
-      static_cast<sleep_op_base*>(address(l))->deferred_next = to;
+      static_cast<sleep_entry*>(address(l))->deferred_next = to;
     else
       static_cast<wait_op*>(address(l))->next = reinterpret_cast<wait_op*>(to);
   }
@@ -183,7 +183,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
     }
     if (post) post_drain();
   }
-  void requeue_fired(sleep_op_base& op) noexcept {
+  void requeue_fired(sleep_entry& op) noexcept {
     bool post;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -276,7 +276,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
     const error_code ec = error_of(deferred_queue::how(l));
     const op_action a = deliver ? op_action::deliver : op_action::discard;
     if (deferred_queue::is_sleep(l)) {
-      auto* op = static_cast<sleep_op_base*>(deferred_queue::address(l));
+      auto* op = static_cast<sleep_entry*>(deferred_queue::address(l));
       op->complete(op, *this, a, ec);
     } else {
       auto* op = static_cast<wait_op*>(deferred_queue::address(l));

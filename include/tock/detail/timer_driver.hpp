@@ -135,7 +135,7 @@ class timer_driver {
   }
 
   // A sleep, or an entry (which fired: the deadline passed), completes as fired from the next drain.
-  void refire(sleep_op_base& op) noexcept { core_.requeue_fired(op); }
+  void refire(sleep_entry& op) noexcept { core_.requeue_fired(op); }
 
   // A timer wait waits again, first of its timer, so that it fires at the next wake-up and a cancel() in
   // between still aborts it; if one came already it completes as aborted. A deadline's entry, or a wait

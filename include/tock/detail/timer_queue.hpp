@@ -25,7 +25,7 @@ class timer_queue {
 
   // What pop_due() found: a sleep out of the heap, or the oldest waiting wait of a timer, fired.
   struct due {
-    sleep_op_base* sleep = nullptr;
+    sleep_entry* sleep = nullptr;
     wait_op* wait = nullptr;
     explicit operator bool() const noexcept { return sleep != nullptr || wait != nullptr; }
   };
@@ -104,7 +104,7 @@ class timer_queue {
     }
   }
 
-  void push_sleep(sleep_op_base& op, const TimePoint& at) noexcept {
+  void push_sleep(sleep_entry& op, const TimePoint& at) noexcept {
     if (at == TimePoint::max()) {
       park(op.node);
       ++parked_waits_;
@@ -116,7 +116,7 @@ class timer_queue {
   }
 
   // Takes a sleep out; false if it is in neither the heap nor the parked list (it fired, or never started).
-  bool unschedule(sleep_op_base& op) noexcept {
+  bool unschedule(sleep_entry& op) noexcept {
     if (op.node.in_heap()) {
       heap_.remove(op.node);
       --heap_waits_;
@@ -237,7 +237,7 @@ class timer_queue {
       if (now < top.key) break;
       heap_node& n = *top.node;
       if (!n.is_timer) {
-        sleep_op_base* op = sleep_op_base::from_node(&n);
+        sleep_entry* op = sleep_entry::from_node(&n);
         heap_.remove(n);
         --heap_waits_;
         return {op, nullptr};
@@ -298,7 +298,7 @@ class timer_queue {
     auto collect = [&](heap_node& n) {
       n.position = heap_node::nowhere;
       if (!n.is_timer) {
-        on_sleep(*sleep_op_base::from_node(&n));
+        on_sleep(*sleep_entry::from_node(&n));
         return;
       }
       wait_ring& ring = timer::from_node(&n)->ring;

@@ -187,18 +187,18 @@ void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) 
 }
 
 template <typename Handler, typename Target>
-class sleep_op : public sleep_op_base {
+class sleep_op : public sleep_entry {
  public:
   template <typename H>
   sleep_op(H&& h, Target t)
-      : sleep_op_base(&do_complete<false>), handler_(std::forward<H>(h)), target_(std::move(t)) {}
+      : sleep_entry(&do_complete<false>), handler_(std::forward<H>(h)), target_(std::move(t)) {}
 
   using handler_type = Handler;
   Handler& handler() noexcept { return handler_; }
 
   template <bool Hooked>
-  static void do_complete(sleep_op_base* base, service_core& core, op_action a, const error_code& ec) {
-    complete_op<sleep_op, sleep_op_base>(static_cast<sleep_op*>(base), core, a, ec);
+  static void do_complete(sleep_entry* base, service_core& core, op_action a, const error_code& ec) {
+    complete_op<sleep_op, sleep_entry>(static_cast<sleep_op*>(base), core, a, ec);
   }
   static bool slot_hooked(const sleep_op* op) noexcept { return op->complete == &do_complete<true>; }
 

@@ -173,15 +173,15 @@ struct wait_ring {
 };
 
 // A sleep: a wait without a timer object, which sits in the heap itself.
-struct sleep_op_base {
-  using complete_fn = void (*)(sleep_op_base*, service_core&, op_action, const error_code&);
+struct sleep_entry {
+  using complete_fn = void (*)(sleep_entry*, service_core&, op_action, const error_code&);
 
   heap_node node;  // first member: a heap_node* of a sleep converts back with from_node()
   complete_fn complete;
   std::uintptr_t deferred_next = 0;  // its link in the core's deferred_queue, while queued there
 
-  explicit sleep_op_base(complete_fn f) noexcept : complete(f) {}
-  static sleep_op_base* from_node(heap_node* n) noexcept { return reinterpret_cast<sleep_op_base*>(n); }
+  explicit sleep_entry(complete_fn f) noexcept : complete(f) {}
+  static sleep_entry* from_node(heap_node* n) noexcept { return reinterpret_cast<sleep_entry*>(n); }
 };
 
 }  // namespace tock::detail
