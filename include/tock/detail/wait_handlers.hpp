@@ -186,59 +186,45 @@ void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) 
   }
 }
 
-template <typename Handler, typename Target>
-class sleep_op : public sleep_entry {
+// The operation that owns a user's handler until its wait completes: a timer wait (Base wait_op, in its
+// timer's ring) or a sleep (Base sleep_entry, in the heap itself).
+template <typename Base, typename Handler, typename Target>
+class handler_op : public Base {
  public:
   template <typename H>
-  sleep_op(H&& h, Target t)
-      : sleep_entry(&do_complete<false>), handler_(std::forward<H>(h)), target_(std::move(t)) {}
+  handler_op(H&& h, Target t) : Base(make_base()), handler_(std::forward<H>(h)), target_(std::move(t)) {}
 
   using handler_type = Handler;
   Handler& handler() noexcept { return handler_; }
 
   template <bool Hooked>
-  static void do_complete(sleep_entry* base, service_core& core, op_action a, const error_code& ec) {
-    complete_op<sleep_op, sleep_entry>(static_cast<sleep_op*>(base), core, a, ec);
+  static void do_complete(Base* base, service_core& core, op_action a, const error_code& ec) {
+    complete_op<handler_op, Base>(static_cast<handler_op*>(base), core, a, ec);
   }
-  static bool slot_hooked(const sleep_op* op) noexcept { return op->complete == &do_complete<true>; }
+  static bool slot_hooked(const handler_op* op) noexcept { return op->complete == &do_complete<true>; }
 
  private:
   template <typename Op> friend void finish_op(Op*, finish_how, const error_code&);
-  template <typename Op, typename Base> friend void complete_op(Op*, service_core&, op_action, const error_code&);
+  template <typename Op, typename B> friend void complete_op(Op*, service_core&, op_action, const error_code&);
   template <typename Op, typename Kept>
   friend void dispatch_to_executor(Op*, service_core&, bool, const error_code&, Kept);
+
+  static Base make_base() noexcept {
+    if constexpr (std::is_same_v<Base, wait_op>)
+      return wait_op{&do_complete<false>, nullptr, Target::checked_at_run, 0};
+    else
+      return sleep_entry(&do_complete<false>);
+  }
 
   Handler handler_;
   [[no_unique_address]] Target target_;
 };
 
 template <typename Handler, typename Target>
-class timer_wait_op : public wait_op {
- public:
-  template <typename H>
-  timer_wait_op(H&& h, Target t)
-      : wait_op{&do_complete<false>, nullptr, Target::checked_at_run, 0},
-        handler_(std::forward<H>(h)),
-        target_(std::move(t)) {}
+using timer_wait_op = handler_op<wait_op, Handler, Target>;
 
-  using handler_type = Handler;
-  Handler& handler() noexcept { return handler_; }
-
-  template <bool Hooked>
-  static void do_complete(wait_op* base, service_core& core, op_action a, const error_code& ec) {
-    complete_op<timer_wait_op, wait_op>(static_cast<timer_wait_op*>(base), core, a, ec);
-  }
-  static bool slot_hooked(const timer_wait_op* op) noexcept { return op->complete == &do_complete<true>; }
-
- private:
-  template <typename Op> friend void finish_op(Op*, finish_how, const error_code&);
-  template <typename Op, typename Base> friend void complete_op(Op*, service_core&, op_action, const error_code&);
-  template <typename Op, typename Kept>
-  friend void dispatch_to_executor(Op*, service_core&, bool, const error_code&, Kept);
-
-  Handler handler_;
-  [[no_unique_address]] Target target_;
-};
+template <typename Handler, typename Target>
+using sleep_op = handler_op<sleep_entry, Handler, Target>;
 
 }  // namespace tock::detail
 
