@@ -84,7 +84,7 @@ template <typename Op>
 void finish_op(Op* op, finish_how how, const error_code& ec) {
   if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
   auto handler(std::move(op->handler_));
-  auto target(std::move(op->target_));  // its work is held until the handler has run
+  [[maybe_unused]] auto target(std::move(op->target_));  // its work is held until the handler has run
   deallocate_op(op, handler);
   if (how == finish_how::call) std::move(handler)(ec);
 }
