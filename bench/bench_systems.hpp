@@ -147,7 +147,9 @@ struct timer_objects {
   static constexpr bool stale_allowed = is_asio;  // asio#878: see the check workload
 
   // tock::deadline has no time_point warm-up of its own: its service is tock::timer's.
-  static void warm_up(asio::io_context& ctx) { warm_up_timers<std::conditional_t<is_deadline, tock::timer, Timer>>(ctx); }
+  static void warm_up(asio::io_context& ctx) {
+    warm_up_timers<std::conditional_t<is_deadline, tock::timer, Timer>>(ctx);
+  }
 
   asio::io_context& ctx;
   std::vector<Timer> timers;

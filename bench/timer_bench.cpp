@@ -95,9 +95,8 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
     std::vector<std::int64_t> init(initial.size());
     for (std::size_t i = 0; i < n; ++i) init[i] = hour + initial[i];
     const op_input in = random_ops(n, ops, hour, 2 * hour);
-    churn_systems::with(s, [&]<typename S>() {
-      r.ns_per_op = median_of(repeats, [&] { return churn<S>(n, init, in); });
-    });
+    churn_systems::with(s,
+                        [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return churn<S>(n, init, in); }); });
   } else if (w == "touch") {
     const op_input in = random_ops(n, ops, 0, 0);
     touch_systems::with(s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return touch<S>(n, in); }); });
@@ -152,9 +151,8 @@ void list(bool quick) {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: timer_bench --workload=W --system=S --n=N [--repeats=R] [--ops=OPS]\n"
-               "       timer_bench --list [--quick] | --header | --report=CSV [--syscalls=CSV]\n");
+  std::fprintf(stderr, "usage: timer_bench --workload=W --system=S --n=N [--repeats=R] [--ops=OPS]\n"
+                       "       timer_bench --list [--quick] | --header | --report=CSV [--syscalls=CSV]\n");
   return 64;
 }
 

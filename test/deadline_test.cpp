@@ -73,7 +73,6 @@ const error_code timed_out = make_error_code(tock::error::timed_out);
 const error_code aborted = asio::error::operation_aborted;
 
 
-
 void check_bind_emits(asio::cancellation_type requested) {
   asio::io_context ctx;
   tock::deadline dl(ctx, 5ms);
@@ -1069,7 +1068,7 @@ BOOST_AUTO_TEST_CASE(bound_reads_on_strands_of_a_two_thread_context_complete_exa
     for (int i = 0; i < per_connection; ++i) BOOST_REQUIRE_EQUAL(c->waits[i], i % 3 == 0 ? 1 : 0);
   }
   BOOST_TEST_MESSAGE("successes: " << successes.load() << ", timeouts: " << timeouts.load()
-                                     << ", races the deadline won: " << races_timed_out.load());
+                                   << ", races the deadline won: " << races_timed_out.load());
   BOOST_CHECK_EQUAL(successes.load() + timeouts.load(), connections * per_connection);
   BOOST_CHECK_GT(timeouts.load(), 0);
   BOOST_CHECK_GT(successes.load(), 0);

@@ -132,8 +132,7 @@ BOOST_AUTO_TEST_CASE(timeout_at_on_the_manual_clock_is_removed_when_the_read_com
   tock_test::socket_pair s(ctx);
   std::array<char, 16> buf{};
   tock_test::io_result r;
-  s.server.async_read_some(asio::buffer(buf),
-                           tock::timeout_at(manual_clock::now() + 30s, tock_test::record_io(r)));
+  s.server.async_read_some(asio::buffer(buf), tock::timeout_at(manual_clock::now() + 30s, tock_test::record_io(r)));
   auto& service = tock::basic_timer_service<manual_clock>::of(ctx);
   BOOST_CHECK_EQUAL(service.pending(), 1u);
   asio::write(s.client, asio::buffer("x", 1));

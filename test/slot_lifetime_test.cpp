@@ -153,8 +153,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_run_on_another_context_after_its_own_is_gon
   {
     auto ctx = std::make_unique<asio::io_context>();
     Timer timer(*ctx, 1ms);
-    timer.async_wait(asio::bind_cancellation_slot(
-        sig.slot(), asio::bind_executor(asio::make_strand(other), record(c))));
+    timer.async_wait(
+        asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(asio::make_strand(other), record(c))));
     BOOST_TEST(run_until_idle(*ctx));  // fired: the handler is queued on `other`
   }
   BOOST_TEST(run_until_idle(other));
@@ -182,10 +182,11 @@ BOOST_AUTO_TEST_CASE(a_bound_read_run_on_another_context_after_its_own_is_gone) 
     tock_test::socket_pair a(*ctx), b(*ctx);
     tock::deadline dl(*ctx, 30s);
     std::array<char, 16> buf_a{}, buf_b{};
-    a.server.async_read_some(asio::buffer(buf_a),
-                             dl.bind(asio::bind_executor(asio::make_strand(other), tock_test::record_io(deadline_read))));
-    b.server.async_read_some(asio::buffer(buf_b), tock::timeout(30s, asio::bind_executor(asio::make_strand(other),
-                                                                                         tock_test::record_io(timeout_read))));
+    a.server.async_read_some(asio::buffer(buf_a), dl.bind(asio::bind_executor(asio::make_strand(other),
+                                                                              tock_test::record_io(deadline_read))));
+    b.server.async_read_some(
+        asio::buffer(buf_b),
+        tock::timeout(30s, asio::bind_executor(asio::make_strand(other), tock_test::record_io(timeout_read))));
     asio::write(a.client, asio::buffer("x", 1));
     asio::write(b.client, asio::buffer("x", 1));
     for (int i = 0; i < 100 && ctx->poll() > 0; ++i) {

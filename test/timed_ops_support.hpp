@@ -125,8 +125,7 @@ struct initiate_wait_for_cancellation {
 
 template <typename Token>
 auto async_wait_for_cancellation(asio::io_context& ctx, cancellation_record& rec, Token&& token) {
-  return asio::async_initiate<Token, void(error_code)>(initiate_wait_for_cancellation{ctx.get_executor(), &rec},
-                                                       token);
+  return asio::async_initiate<Token, void(error_code)>(initiate_wait_for_cancellation{ctx.get_executor(), &rec}, token);
 }
 
 // Counts what happens to the handlers made from it: every live handler holds a copy of `token`, a moved-from

@@ -344,16 +344,16 @@ BOOST_AUTO_TEST_CASE(a_steady_timer_due_with_its_timeout_completes_exactly_once_
     const auto at = steady_clock::now() + 2ms;
     for (std::size_t k = 0; k < offsets.size(); ++k) {
       timers.push_back(std::make_unique<asio::steady_timer>(ctx, at + offsets[k]));
-      timers.back()->async_wait(tock::timeout_at(
-          at, asio::bind_allocator(counting_allocator<void>(counts), [&, k](const error_code& ec) {
-            ++calls[k];
-            if (!ec)
-              ++succeeded;
-            else if (ec == timed_out)
-              ++timeouts;
-            else
-              ++other;
-          })));
+      timers.back()->async_wait(
+          tock::timeout_at(at, asio::bind_allocator(counting_allocator<void>(counts), [&, k](const error_code& ec) {
+                             ++calls[k];
+                             if (!ec)
+                               ++succeeded;
+                             else if (ec == timed_out)
+                               ++timeouts;
+                             else
+                               ++other;
+                           })));
     }
     BOOST_REQUIRE(run_until_idle(ctx));
     ctx.restart();
@@ -479,8 +479,8 @@ BOOST_AUTO_TEST_CASE(timeout_at_emits_the_cancellation_type_asked_for) {
   asio::io_context ctx;
   cancellation_record rec;
   completion c;
-  async_wait_for_cancellation(
-      ctx, rec, tock::timeout_at(steady_clock::now() + 5ms, record(c), asio::cancellation_type::partial));
+  async_wait_for_cancellation(ctx, rec,
+                              tock::timeout_at(steady_clock::now() + 5ms, record(c), asio::cancellation_type::partial));
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_CHECK_EQUAL(rec.emitted, 1);
   BOOST_CHECK(rec.type == asio::cancellation_type::partial);
@@ -530,8 +530,8 @@ BOOST_AUTO_TEST_CASE(a_timed_out_read_with_as_tuple_use_awaitable_inside_returns
   error_code result;
   BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
     std::array<char, 16> buf{};
-    auto [ec, n] = co_await s.server.async_read_some(asio::buffer(buf),
-                                                     tock::timeout(10ms, asio::as_tuple(asio::use_awaitable)));
+    auto [ec, n] =
+        co_await s.server.async_read_some(asio::buffer(buf), tock::timeout(10ms, asio::as_tuple(asio::use_awaitable)));
     result = ec;
     BOOST_CHECK_EQUAL(n, 0u);
   }));
@@ -546,8 +546,8 @@ BOOST_AUTO_TEST_CASE(a_timed_out_read_with_as_tuple_outside_the_timeout_returns_
   error_code result;
   BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
     std::array<char, 16> buf{};
-    auto [ec, n] = co_await s.server.async_read_some(asio::buffer(buf),
-                                                     asio::as_tuple(tock::timeout(10ms, asio::use_awaitable)));
+    auto [ec, n] =
+        co_await s.server.async_read_some(asio::buffer(buf), asio::as_tuple(tock::timeout(10ms, asio::use_awaitable)));
     result = ec;
     BOOST_CHECK_EQUAL(n, 0u);
   }));
@@ -596,9 +596,8 @@ BOOST_AUTO_TEST_CASE(a_deferred_timed_reads_timeout_counts_from_its_invocation) 
   BOOST_REQUIRE_EQUAL(r.calls, 1);
   BOOST_CHECK_EQUAL(r.ec, timed_out);
   BOOST_CHECK_MESSAGE(r.at - invoked >= 20ms,
-                      "timed out "
-                          << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
-                          << " us after the invocation, before the 20 ms timeout");
+                      "timed out " << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
+                                   << " us after the invocation, before the 20 ms timeout");
 }
 
 BOOST_AUTO_TEST_CASE(a_deferred_timed_read_awaited_with_use_awaitable_throws_timed_out) {
@@ -625,9 +624,9 @@ BOOST_AUTO_TEST_CASE(or_with_a_longer_sleep_returns_the_timed_out_read_and_cance
   error_code result;
   BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
     std::array<char, 16> buf{};
-    auto v = co_await (s.server.async_read_some(asio::buffer(buf),
-                                                tock::timeout(10ms, asio::as_tuple(asio::use_awaitable))) ||
-                       tock::sleep_for(never));
+    auto v = co_await (
+        s.server.async_read_some(asio::buffer(buf), tock::timeout(10ms, asio::as_tuple(asio::use_awaitable))) ||
+        tock::sleep_for(never));
     index = v.index();
     if (v.index() == 0) result = std::get<0>(std::get<0>(v));
   }));
@@ -794,8 +793,7 @@ BOOST_AUTO_TEST_CASE(timed_reads_on_strands_of_a_two_thread_context_complete_exa
       }
       part_done(c, i);
     };
-    c.sockets.server.async_read_some(asio::buffer(c.buf),
-                                     tock::timeout(limit, asio::bind_executor(c.strand, handler)));
+    c.sockets.server.async_read_some(asio::buffer(c.buf), tock::timeout(limit, asio::bind_executor(c.strand, handler)));
     if (kind == 2) {  // the data and the deadline are due at about the same time
       // Around the 1 ms deadline: before, with, or after it.
       const std::array<steady_clock::duration, 3> delays{500us, 1ms, 1500us};
@@ -817,7 +815,7 @@ BOOST_AUTO_TEST_CASE(timed_reads_on_strands_of_a_two_thread_context_complete_exa
   for (auto& c : conns)
     for (int n : c->calls) BOOST_REQUIRE_EQUAL(n, 1);
   BOOST_TEST_MESSAGE("successes: " << successes.load() << ", timeouts: " << timeouts.load()
-                                     << ", races the deadline won: " << races_timed_out.load());
+                                   << ", races the deadline won: " << races_timed_out.load());
   BOOST_CHECK_EQUAL(successes.load() + timeouts.load(), connections * per_connection);
   BOOST_CHECK_GT(timeouts.load(), 0);
   BOOST_CHECK_GT(successes.load(), 0);

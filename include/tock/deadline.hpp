@@ -2,9 +2,9 @@
 #ifndef TOCK_DEADLINE_HPP
 #define TOCK_DEADLINE_HPP
 
-#include <tock/detail/timer_object.hpp>
-#include <tock/detail/timed_initiation.hpp>
 #include <tock/detail/time_arith.hpp>
+#include <tock/detail/timed_initiation.hpp>
+#include <tock/detail/timer_object.hpp>
 #include <tock/timer_service.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -97,7 +97,9 @@ class basic_deadline {
 
   // The same, `d` from now (any duration type, saturating; a negative `d` is due at once).
   template <typename Rep, typename Period>
-  void expires_after(const std::chrono::duration<Rep, Period>& d) { expires_at(detail::saturating_add(Clock::now(), d)); }
+  void expires_after(const std::chrono::duration<Rep, Period>& d) {
+    expires_at(detail::saturating_add(Clock::now(), d));
+  }
 
   // Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
   std::size_t cancel() { return object_.service().cancel(object_.impl()); }

@@ -59,8 +59,6 @@
 // In this binary Asio's own memory goes through operator new (see CMakeLists.txt), so Asio's posts and
 // dispatches (the drain, the manual driver, strands) fail as well.
 #define BOOST_TEST_MODULE tock_fault_tests
-#include <boost/test/unit_test.hpp>
-
 #include <tock/tock.hpp>
 
 #include <boost/asio/bind_allocator.hpp>
@@ -73,6 +71,15 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -88,14 +95,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <dlfcn.h>
-#include <execinfo.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TOCK_FAULTS_LSAN 1
@@ -284,8 +283,7 @@ enum class mode { global, handler };
 // The step a child is in, readable by the parent after the child died (shared memory, written without
 // allocating).
 char* shared_step() {
-  static char* p = static_cast<char*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  static char* p = static_cast<char*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   return p;
 }
 }  // namespace faults
@@ -342,9 +340,7 @@ class script {
   void watch(mservice* m) { manual_ = m; }
   void watch(tock::timer_service* s) { steady_ = s; }
 
-  std::size_t pending() const {
-    return (manual_ ? manual_->pending() : 0) + (steady_ ? steady_->pending() : 0);
-  }
+  std::size_t pending() const { return (manual_ ? manual_->pending() : 0) + (steady_ ? steady_->pending() : 0); }
   bool invariants() const {
     return (!manual_ || manual_->invariants_hold()) && (!steady_ || steady_->invariants_hold());
   }
@@ -484,16 +480,20 @@ int scenario_timers(script& s) {
   s.step("t3.expires_at", [&] { t3.expires_at(t0 + 15s); });
   s.step("t3.async_wait #6", [&] { t3.async_wait(handler(s.rec(6))); });
   s.step("destroy t4", [&] { t4.reset(); });
-  s.step("poll 1", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 1", [&] { poll(ctx); }, true);
   s.step("advance 10s", [&] { mclock::advance(10s); });
-  s.step("poll 2", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 2", [&] { poll(ctx); }, true);
   s.step("advance 10s", [&] { mclock::advance(10s); });
   s.step("t2.async_wait #7 (due)", [&] { t2.async_wait(handler(s.rec(7))); });
-  s.step("poll 3", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 3", [&] { poll(ctx); }, true);
   s.step("t1.expires_at later", [&] { t1.expires_at(t0 + 100s); });
   s.step("t1.async_wait #8", [&] { t1.async_wait(handler(s.rec(8))); });
   s.step("t1.cancel", [&] { t1.cancel(); });
-  s.step("poll 4", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 4", [&] { poll(ctx); }, true);
   s.disarm();
   drain(ctx, s);
   if (!s.invariants()) s.violation("invariants broken at the end");
@@ -511,19 +511,21 @@ int scenario_sleeps(script& s) {
   s.step("sleep #0 +5s", [&] { tock::async_sleep_until(ctx, t0 + 5s, handler(s.rec(0))); });
   s.step("sleep #1 +5s", [&] { tock::async_sleep_until(ctx, t0 + 5s, handler(s.rec(1))); });
   s.step("sleep #2 +1s", [&] { tock::async_sleep_until(ctx, t0 + 1s, handler(s.rec(2))); });
-  s.step("sleep #3 +9s slot", [&] {
-    tock::async_sleep_until(ctx, t0 + 9s, asio::bind_cancellation_slot(sig.slot(), handler(s.rec(3))));
-  });
+  s.step("sleep #3 +9s slot",
+         [&] { tock::async_sleep_until(ctx, t0 + 9s, asio::bind_cancellation_slot(sig.slot(), handler(s.rec(3)))); });
   s.step("sleep #4 never", [&] { tock::async_sleep_until(ctx, mclock::time_point::max(), handler(s.rec(4))); });
   s.step("set_capacity", [&] { svc.set_capacity(4); });
   s.step("sleep #5 refused", [&] { tock::async_sleep_until(ctx, t0 + 2s, handler(s.rec(5))); });
   s.step("emit on #3", [&] { sig.emit(asio::cancellation_type::terminal); });
-  s.step("poll 1", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 1", [&] { poll(ctx); }, true);
   s.step("advance 1s", [&] { mclock::advance(1s); });
-  s.step("poll 2", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 2", [&] { poll(ctx); }, true);
   s.step("set_capacity back", [&] { svc.set_capacity(1000); });
   s.step("advance 4s", [&] { mclock::advance(4s); });
-  s.step("poll 3", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 3", [&] { poll(ctx); }, true);
   s.disarm();
   // The parked sleep #4 needs no further step: the context is destroyed with it pending (destroyed, never
   // invoked, in the baseline as well).
@@ -550,13 +552,16 @@ int scenario_deadline_bind(script& s) {
   s.step("dl.async_wait #2", [&] { dl.async_wait(handler(s.rec(2))); });
   s.step("c.read bound dl2 #3", [&] { c.async_read_some(asio::buffer(cbuf), dl2.bind(handler(s.rec(3)))); });
   s.step("write to b", [&] { asio::write(b_peer, asio::buffer("x", 1)); });
-  s.step("poll 1", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 1", [&] { poll(ctx); }, true);
   s.step("dl.expires_at later", [&] { dl.expires_at(t0 + 20s); });
   s.step("advance 10s", [&] { mclock::advance(10s); });
-  s.step("poll 2", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 2", [&] { poll(ctx); }, true);
   s.step("dl2.cancel", [&] { dl2.cancel(); });
   s.step("advance 10s", [&] { mclock::advance(10s); });
-  s.step("poll 3", [&] { poll(ctx); }, true);
+  s.step(
+      "poll 3", [&] { poll(ctx); }, true);
   s.disarm();
   drain(ctx, s);
   if (!s.invariants()) s.violation("invariants broken at the end");
@@ -584,10 +589,13 @@ int scenario_timeout(script& s) {
   });
   s.step("write to a", [&] { asio::write(a_peer, asio::buffer("x", 1)); });
   s.step("emit on #2", [&] { sig.emit(asio::cancellation_type::terminal); });
-  s.step("poll", [&] {
+  s.step(
+      "poll",
+      [&] {
     // The zero timeout fires through the steady driver: run until every read has completed (bounded).
-    for (int i = 0; i < 100 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
-  }, true);
+        for (int i = 0; i < 100 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
+      },
+      true);
   s.disarm();
   for (int i = 0; i < 100 && s.invoked() < 3; ++i) (ctx.restart(), ctx.run_one_for(10ms));
   drain(ctx, s);
@@ -612,21 +620,25 @@ int scenario_strand(script& s) {
   s.arm();
   s.step("t1.async_wait strand #0", [&] { t1.async_wait(asio::bind_executor(strand, handler(s.rec(0)))); });
   s.step("t2.async_wait strand #1", [&] { t2.async_wait(asio::bind_executor(strand, handler(s.rec(1)))); });
-  s.step("sleep strand #2", [&] {
-    tock::async_sleep_until(ctx, t0 + 2s, asio::bind_executor(strand, handler(s.rec(2))));
-  });
-  s.step("a.read bound strand #3", [&] {
-    a.async_read_some(asio::buffer(abuf), dl.bind(asio::bind_executor(strand, handler(s.rec(3)))));
-  });
+  s.step("sleep strand #2",
+         [&] { tock::async_sleep_until(ctx, t0 + 2s, asio::bind_executor(strand, handler(s.rec(2)))); });
+  s.step("a.read bound strand #3",
+         [&] { a.async_read_some(asio::buffer(abuf), dl.bind(asio::bind_executor(strand, handler(s.rec(3))))); });
   s.step("advance 2s", [&] { mclock::advance(2s); });
-  s.step("poll ctx 1", [&] { poll(ctx); }, true);
+  s.step(
+      "poll ctx 1", [&] { poll(ctx); }, true);
   s.step("t1.cancel (fired, not run)", [&] { t1.cancel(); });
-  s.step("poll other 1", [&] { poll(other); }, true);
+  s.step(
+      "poll other 1", [&] { poll(other); }, true);
   s.step("advance 1s", [&] { mclock::advance(1s); });
-  s.step("poll ctx 2", [&] { poll(ctx); }, true);
-  s.step("poll other 2", [&] { poll(other); }, true);
-  s.step("poll ctx 3", [&] { poll(ctx); }, true);
-  s.step("poll other 3", [&] { poll(other); }, true);
+  s.step(
+      "poll ctx 2", [&] { poll(ctx); }, true);
+  s.step(
+      "poll other 2", [&] { poll(other); }, true);
+  s.step(
+      "poll ctx 3", [&] { poll(ctx); }, true);
+  s.step(
+      "poll other 3", [&] { poll(other); }, true);
   s.disarm();
   for (int i = 0; i < 50; ++i) {
     try {
@@ -654,14 +666,17 @@ int scenario_asio_control(script& s) {
   asio::steady_timer t1(ctx, asio::steady_timer::time_point::min());
   s.arm();
   s.step("t1.async_wait strand #0", [&] { t1.async_wait(asio::bind_executor(strand, handler(s.rec(0)))); });
-  s.step("a.read strand #1", [&] {
-    a.async_read_some(asio::buffer(abuf), asio::bind_executor(strand, handler(s.rec(1))));
-  });
+  s.step("a.read strand #1",
+         [&] { a.async_read_some(asio::buffer(abuf), asio::bind_executor(strand, handler(s.rec(1)))); });
   s.step("write", [&] { asio::write(a_peer, asio::buffer("x", 1)); });
-  s.step("poll ctx 1", [&] { poll(ctx); }, true);
-  s.step("poll other 1", [&] { poll(other); }, true);
-  s.step("poll ctx 2", [&] { poll(ctx); }, true);
-  s.step("poll other 2", [&] { poll(other); }, true);
+  s.step(
+      "poll ctx 1", [&] { poll(ctx); }, true);
+  s.step(
+      "poll other 1", [&] { poll(other); }, true);
+  s.step(
+      "poll ctx 2", [&] { poll(ctx); }, true);
+  s.step(
+      "poll other 2", [&] { poll(other); }, true);
   s.disarm();
   for (int i = 0; i < 50; ++i) {
     try {
@@ -706,7 +721,8 @@ std::string run_in_child(scenario_fn f, mode m, long k) {
       if (r.destroyed != r.attempts)
         s.violation("wait #" + std::to_string(i) + ": " + std::to_string(r.attempts) + " handlers made, " +
                     std::to_string(r.destroyed) + " destroyed");
-      if (r.invoked > 1) s.violation("wait #" + std::to_string(i) + " completed " + std::to_string(r.invoked) + " times");
+      if (r.invoked > 1)
+        s.violation("wait #" + std::to_string(i) + " completed " + std::to_string(r.invoked) + " times");
     }
     if (g_halloc.live != 0) s.violation("handler allocator: " + std::to_string(g_halloc.live) + " blocks leaked");
     out = s.serialize(used);
@@ -769,9 +785,10 @@ outcome run_forked(scenario_fn f, mode m, long k) {
   o.asio_internal = *fi::asio_internal_flag() == 'A';
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     o.crash = std::string("in step ") + shared_step() +
-              (shared_step()[256] ? std::string(", after ") + (shared_step() + 256) + " threw" : std::string()) +
-              ": " + (hung ? std::string("hung, killed") : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                  : "exit status " + std::to_string(WEXITSTATUS(status)));
+              (shared_step()[256] ? std::string(", after ") + (shared_step() + 256) + " threw" : std::string()) + ": " +
+              (hung                  ? std::string("hung, killed")
+               : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                     : "exit status " + std::to_string(WEXITSTATUS(status)));
     return o;
   }
   std::istringstream in(text);
@@ -849,15 +866,15 @@ int exercise(const char* name, scenario_fn f, mode m, int* asio_lost = nullptr) 
           problems.push_back("wait #" + std::to_string(i) + " completed " + std::to_string(r.invoked) +
                              " times, baseline " + std::to_string(b.invoked));
         else if (r.ec != b.ec || r.cat != b.cat)
-          problems.push_back("wait #" + std::to_string(i) + " completed with " + r.cat + ":" +
-                             std::to_string(r.ec) + ", baseline " + b.cat + ":" + std::to_string(b.ec));
+          problems.push_back("wait #" + std::to_string(i) + " completed with " + r.cat + ":" + std::to_string(r.ec) +
+                             ", baseline " + b.cat + ":" + std::to_string(b.ec));
       }
     }
     if (std::getenv("TOCK_FAULTS_DEBUG") != nullptr)
       std::cout << "  k=" << k << " threw at: " << (o.ok ? o.failed_name : o.crash) << '\n';
     if (!problems.empty()) {
-      const std::string where = o.ok ? (o.failed_step >= 0 ? o.failed_name : std::string("(no step threw)"))
-                                     : std::string("(child died)");
+      const std::string where =
+          o.ok ? (o.failed_step >= 0 ? o.failed_name : std::string("(no step threw)")) : std::string("(child died)");
       if (o.asio_internal) {
         ++in_asio;
         by_problem["inside Asio's scheduling, at " + where + ": " + problems.front()].push_back(k);
@@ -869,8 +886,8 @@ int exercise(const char* name, scenario_fn f, mode m, int* asio_lost = nullptr) 
         for (const std::string& p : problems) std::cout << "  k=" << k << ": " << p << '\n';
     }
   }
-  std::cout << "[alloc_failure] " << name << " / " << mode_name << ": " << base.counted
-            << " failure points, " << (base.counted - failing - in_asio) << " passed, " << failing << " failed"
+  std::cout << "[alloc_failure] " << name << " / " << mode_name << ": " << base.counted << " failure points, "
+            << (base.counted - failing - in_asio) << " passed, " << failing << " failed"
             << (in_asio ? ", " + std::to_string(in_asio) + " lost inside Asio" : std::string())
             << (silent ? ", " + std::to_string(silent) + " absorbed without a throw" : std::string()) << '\n';
   if (asio_lost != nullptr) *asio_lost = in_asio;

@@ -64,18 +64,17 @@ concept timed_registrar =
 template <typename Initiation, timed_registrar Registrar, typename FirstSignature>
 class timed_initiation {
  public:
-  timed_initiation(Initiation init, Registrar registrar)
-      : init_(std::move(init)), registrar_(std::move(registrar)) {}
+  timed_initiation(Initiation init, Registrar registrar) : init_(std::move(init)), registrar_(std::move(registrar)) {}
 
   template <typename Handler, typename... Args>
   void operator()(Handler&& handler, Args&&... args) && {
     const auto ex = asio::get_associated_executor(handler, initiation_executor(init_));
     auto& service = service_for(ex);
     using service_type = std::decay_t<decltype(service)>;
-    using op_type = timed_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>,
-                                      typename Registrar::link_type>;
-    op_type* op = op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex),
-                                  registrar_.type());
+    using op_type =
+        timed_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>, typename Registrar::link_type>;
+    op_type* op =
+        op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex), registrar_.type());
     timed_handler<op_type> bound(op);
     error_code ec;
     try {
@@ -89,9 +88,8 @@ class timed_initiation {
     if (ec) {
       op->unscheduled();
       if (ec == error::capacity_exceeded) {
-        asio::post(ex, [h = std::move(bound), ec]() mutable {
-          first_signature_args<FirstSignature>::complete_with(h, ec);
-        });
+        asio::post(
+            ex, [h = std::move(bound), ec]() mutable { first_signature_args<FirstSignature>::complete_with(h, ec); });
       }
       return;  // shut down: the handler is destroyed, as Asio does after shutdown
     }

@@ -50,7 +50,7 @@ class timed_op : public Link {
 
   template <typename H>
   static timed_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context,
-                                   asio::cancellation_type type) {
+                          asio::cancellation_type type) {
     return allocate_op<timed_op>(std::forward<H>(h), service, ex, runs_in_context, type);
   }
 
@@ -245,8 +245,7 @@ class timed_handler {
   using allocator_type = asio::associated_allocator_t<typename Op::handler_type>;
 
   explicit timed_handler(Op* op) noexcept : op_(op), alloc_(asio::get_associated_allocator(op->handler())) {}
-  timed_handler(timed_handler&& other) noexcept
-      : op_(std::exchange(other.op_, nullptr)), alloc_(other.alloc_) {}
+  timed_handler(timed_handler&& other) noexcept : op_(std::exchange(other.op_, nullptr)), alloc_(other.alloc_) {}
   timed_handler& operator=(timed_handler&&) = delete;
   ~timed_handler() {
     if (op_ != nullptr) op_->abandon();

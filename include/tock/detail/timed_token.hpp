@@ -58,8 +58,9 @@ struct timed_async_result
   // The return type is spelled out so that Asio's completion_token_for checks do not instantiate the body.
   template <typename Initiation, typename RawToken, typename... Args>
   static auto initiate(Initiation&& init, RawToken&& token, Args&&... args)
-      -> decltype(asio::async_initiate<inner_type, Signature, Signatures...>(
-          std::declval<wrapped<Initiation>>(), std::declval<inner_type&>(), std::declval<Args>()...)) {
+      -> decltype(asio::async_initiate<inner_type, Signature, Signatures...>(std::declval<wrapped<Initiation>>(),
+                                                                             std::declval<inner_type&>(),
+                                                                             std::declval<Args>()...)) {
     wrapped<Initiation> timed(std::forward<Initiation>(init), traits::registrar(token));
     auto&& inner = traits::take_inner(token);
     return asio::async_initiate<inner_type, Signature, Signatures...>(std::move(timed), inner,

@@ -77,9 +77,8 @@ class timer_object {
 
     template <typename WaitHandler>
     void operator()(WaitHandler&& handler) const {
-      self_->executor_.with([&](const auto& ex) {
-        self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), ex);
-      });
+      self_->executor_.with(
+          [&](const auto& ex) { self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), ex); });
     }
 
    private:

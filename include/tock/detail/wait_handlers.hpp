@@ -28,8 +28,8 @@ auto handler_allocator(const Handler& h) noexcept {
 }
 
 template <typename Op, typename Handler>
-using op_allocator_t = typename std::allocator_traits<
-    decltype(handler_allocator(std::declval<const Handler&>()))>::template rebind_alloc<Op>;
+using op_allocator_t = typename std::allocator_traits<decltype(handler_allocator(
+    std::declval<const Handler&>()))>::template rebind_alloc<Op>;
 
 template <typename Op, typename Handler, typename... Args>
 Op* allocate_op(Handler&& handler, Args&&... args) {
@@ -103,8 +103,8 @@ class foreign_runner {
       : core_(core.shared_from_this()), op_(op), ec_(ec), settle_(settle),
         alloc_(asio::get_associated_allocator(op->handler())) {}
   foreign_runner(foreign_runner&& other) noexcept
-      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)), ec_(other.ec_),
-        settle_(other.settle_), alloc_(other.alloc_) {}
+      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)), ec_(other.ec_), settle_(other.settle_),
+        alloc_(other.alloc_) {}
   foreign_runner& operator=(foreign_runner&&) = delete;
 
   ~foreign_runner() {
@@ -204,8 +204,10 @@ class handler_op : public Base {
   static bool slot_hooked(const handler_op* op) noexcept { return op->complete == &do_complete<true>; }
 
  private:
-  template <typename Op> friend void finish_op(Op*, finish_how, const error_code&);
-  template <typename Op, typename B> friend void complete_op(Op*, service_core&, op_action, const error_code&);
+  template <typename Op>
+  friend void finish_op(Op*, finish_how, const error_code&);
+  template <typename Op, typename B>
+  friend void complete_op(Op*, service_core&, op_action, const error_code&);
   template <typename Op, typename Kept>
   friend void dispatch_to_executor(Op*, service_core&, bool, const error_code&, Kept);
 
