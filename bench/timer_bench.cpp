@@ -29,7 +29,7 @@ struct systems {
   // Calls f.template operator()<X>() for the system X named `name` (one of them: see applies()).
   template <typename F>
   static void with(const std::string& name, F&& f) {
-    ((name == S::name && (f.template operator()<S>(), true)) || ...);
+    (void)((name == S::name && (f.template operator()<S>(), true)) || ...);
   }
 };
 
