@@ -446,6 +446,24 @@ std::size_t poll(asio::io_context& ctx) {
   return ctx.poll();
 }
 
+// A step that polls `ctx`: it may throw std::bad_alloc after running some completions.
+void poll_step(script& s, const char* name, asio::io_context& ctx) {
+  s.step(
+      name, [&] { poll(ctx); }, true);
+}
+
+// Polls two contexts in turn, a bounded number of times (handlers of one may post to the other).
+void drain_pair(asio::io_context& ctx, asio::io_context& other, script& s) {
+  for (int i = 0; i < 50; ++i) {
+    try {
+      poll(ctx);
+      poll(other);
+    } catch (const std::exception& e) {
+      s.violation(std::string("poll() threw while draining: ") + e.what());
+    }
+  }
+}
+
 // Polls until nothing is pending and every handler that was started has run, or a bound is reached.
 void drain(asio::io_context& ctx, script& s, int rounds = 200) {
   for (int i = 0; i < rounds; ++i) {
@@ -480,20 +498,16 @@ int scenario_timers(script& s) {
   s.step("t3.expires_at", [&] { t3.expires_at(t0 + 15s); });
   s.step("t3.async_wait #6", [&] { t3.async_wait(handler(s.rec(6))); });
   s.step("destroy t4", [&] { t4.reset(); });
-  s.step(
-      "poll 1", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 1", ctx);
   s.step("advance 10s", [&] { mclock::advance(10s); });
-  s.step(
-      "poll 2", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 2", ctx);
   s.step("advance 10s", [&] { mclock::advance(10s); });
   s.step("t2.async_wait #7 (due)", [&] { t2.async_wait(handler(s.rec(7))); });
-  s.step(
-      "poll 3", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 3", ctx);
   s.step("t1.expires_at later", [&] { t1.expires_at(t0 + 100s); });
   s.step("t1.async_wait #8", [&] { t1.async_wait(handler(s.rec(8))); });
   s.step("t1.cancel", [&] { t1.cancel(); });
-  s.step(
-      "poll 4", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 4", ctx);
   s.disarm();
   drain(ctx, s);
   if (!s.invariants()) s.violation("invariants broken at the end");
@@ -517,15 +531,12 @@ int scenario_sleeps(script& s) {
   s.step("set_capacity", [&] { svc.set_capacity(4); });
   s.step("sleep #5 refused", [&] { tock::async_sleep_until(ctx, t0 + 2s, handler(s.rec(5))); });
   s.step("emit on #3", [&] { sig.emit(asio::cancellation_type::terminal); });
-  s.step(
-      "poll 1", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 1", ctx);
   s.step("advance 1s", [&] { mclock::advance(1s); });
-  s.step(
-      "poll 2", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 2", ctx);
   s.step("set_capacity back", [&] { svc.set_capacity(1000); });
   s.step("advance 4s", [&] { mclock::advance(4s); });
-  s.step(
-      "poll 3", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 3", ctx);
   s.disarm();
   // The parked sleep #4 needs no further step: the context is destroyed with it pending (destroyed, never
   // invoked, in the baseline as well).
@@ -552,16 +563,13 @@ int scenario_deadline_bind(script& s) {
   s.step("dl.async_wait #2", [&] { dl.async_wait(handler(s.rec(2))); });
   s.step("c.read bound dl2 #3", [&] { c.async_read_some(asio::buffer(cbuf), dl2.bind(handler(s.rec(3)))); });
   s.step("write to b", [&] { asio::write(b_peer, asio::buffer("x", 1)); });
-  s.step(
-      "poll 1", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 1", ctx);
   s.step("dl.expires_at later", [&] { dl.expires_at(t0 + 20s); });
   s.step("advance 10s", [&] { mclock::advance(10s); });
-  s.step(
-      "poll 2", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 2", ctx);
   s.step("dl2.cancel", [&] { dl2.cancel(); });
   s.step("advance 10s", [&] { mclock::advance(10s); });
-  s.step(
-      "poll 3", [&] { poll(ctx); }, true);
+  poll_step(s, "poll 3", ctx);
   s.disarm();
   drain(ctx, s);
   if (!s.invariants()) s.violation("invariants broken at the end");
@@ -625,29 +633,16 @@ int scenario_strand(script& s) {
   s.step("a.read bound strand #3",
          [&] { a.async_read_some(asio::buffer(abuf), dl.bind(asio::bind_executor(strand, handler(s.rec(3))))); });
   s.step("advance 2s", [&] { mclock::advance(2s); });
-  s.step(
-      "poll ctx 1", [&] { poll(ctx); }, true);
+  poll_step(s, "poll ctx 1", ctx);
   s.step("t1.cancel (fired, not run)", [&] { t1.cancel(); });
-  s.step(
-      "poll other 1", [&] { poll(other); }, true);
+  poll_step(s, "poll other 1", other);
   s.step("advance 1s", [&] { mclock::advance(1s); });
-  s.step(
-      "poll ctx 2", [&] { poll(ctx); }, true);
-  s.step(
-      "poll other 2", [&] { poll(other); }, true);
-  s.step(
-      "poll ctx 3", [&] { poll(ctx); }, true);
-  s.step(
-      "poll other 3", [&] { poll(other); }, true);
+  poll_step(s, "poll ctx 2", ctx);
+  poll_step(s, "poll other 2", other);
+  poll_step(s, "poll ctx 3", ctx);
+  poll_step(s, "poll other 3", other);
   s.disarm();
-  for (int i = 0; i < 50; ++i) {
-    try {
-      poll(ctx);
-      poll(other);
-    } catch (const std::exception& e) {
-      s.violation(std::string("poll() threw while draining: ") + e.what());
-    }
-  }
+  drain_pair(ctx, other, s);
   if (s.pending() != 0) s.violation("waits still pending at the end");
   if (!s.invariants()) s.violation("invariants broken at the end");
   return 4;
@@ -669,23 +664,12 @@ int scenario_asio_control(script& s) {
   s.step("a.read strand #1",
          [&] { a.async_read_some(asio::buffer(abuf), asio::bind_executor(strand, handler(s.rec(1)))); });
   s.step("write", [&] { asio::write(a_peer, asio::buffer("x", 1)); });
-  s.step(
-      "poll ctx 1", [&] { poll(ctx); }, true);
-  s.step(
-      "poll other 1", [&] { poll(other); }, true);
-  s.step(
-      "poll ctx 2", [&] { poll(ctx); }, true);
-  s.step(
-      "poll other 2", [&] { poll(other); }, true);
+  poll_step(s, "poll ctx 1", ctx);
+  poll_step(s, "poll other 1", other);
+  poll_step(s, "poll ctx 2", ctx);
+  poll_step(s, "poll other 2", other);
   s.disarm();
-  for (int i = 0; i < 50; ++i) {
-    try {
-      poll(ctx);
-      poll(other);
-    } catch (const std::exception& e) {
-      s.violation(std::string("poll() threw while draining: ") + e.what());
-    }
-  }
+  drain_pair(ctx, other, s);
   return 2;
 }
 

@@ -36,18 +36,16 @@ class block_pool {
 
   // A free block, or one from operator new (which may throw std::bad_alloc). O(1).
   void* allocate(std::size_t bytes) {
-    if (bytes <= block_size) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (free_ != nullptr) {
+      if (bytes > block_size) {
+        ++fallbacks_;
+      } else if (free_ != nullptr) {
         --free_count_;
         return std::exchange(free_, free_->next);
       }
-    } else {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++fallbacks_;
-      return ::operator new(bytes);
     }
-    return ::operator new(block_size);
+    return ::operator new(bytes <= block_size ? block_size : bytes);
   }
 
   // Keeps up to max_free blocks for reuse. O(1), never throws.

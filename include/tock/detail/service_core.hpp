@@ -174,23 +174,13 @@ class service_core : public std::enable_shared_from_this<service_core> {
   // Queues again a fired operation whose dispatch to its executor threw (see complete_op): a timer wait that
   // was cancelled since it fired completes as aborted. Takes the lock; never throws.
   void requeue_fired(wait_op& op) noexcept {
-    bool post;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
+    queue_and_post([&] {
       const bool fired = !op.checked_at_run || settle_fired_locked(op);
       deferred_.push_back(op, fired ? deferred::fired : deferred::aborted);
-      post = !std::exchange(drain_posted_, true);
-    }
-    if (post) post_drain();
+    });
   }
   void requeue_fired(sleep_entry& op) noexcept {
-    bool post;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      deferred_.push_back(op, deferred::fired);
-      post = !std::exchange(drain_posted_, true);
-    }
-    if (post) post_drain();
+    queue_and_post([&] { deferred_.push_back(op, deferred::fired); });
   }
 
   // The error a deferred completion carries.
@@ -262,11 +252,16 @@ class service_core : public std::enable_shared_from_this<service_core> {
   }
 
   void requeue(const batch& rest) noexcept {
-    if (rest.first == 0) return;
+    if (rest.first != 0) queue_and_post([&] { deferred_.push_front(rest); });
+  }
+
+  // Queues completions (`queue` runs under the lock), then posts a drain unless one is pending.
+  template <typename Queue>
+  void queue_and_post(Queue&& queue) noexcept {
     bool post;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      deferred_.push_front(rest);
+      queue();
       post = !std::exchange(drain_posted_, true);
     }
     if (post) post_drain();

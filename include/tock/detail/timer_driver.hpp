@@ -138,21 +138,12 @@ class timer_driver {
   void refire(sleep_entry& op) noexcept { core_.requeue_fired(op); }
 
   // A timer wait waits again, first of its timer, so that it fires at the next wake-up and a cancel() in
-  // between still aborts it; if one came already it completes as aborted. A deadline's entry, or a wait
-  // whose timer cannot be placed again, completes as fired from the next drain.
+  // between still aborts it. Anything else (a deadline's entry, a wait cancelled since it fired, a wait whose
+  // timer cannot be placed again) is queued again: it completes from the next drain, as fired or aborted.
   void refire(wait_op& op) noexcept {
     if (op.checked_at_run) {
-      bool post = false;
-      bool placed = true;
-      {
-        std::lock_guard<std::mutex> lock(core_.mutex());
-        if (op.next == nullptr)
-          post = core_.defer_locked(op, deferred::aborted);
-        else
-          placed = queue_.wait_again(op);
-      }
-      if (post) core_.post_drain();
-      if (placed) return;
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      if (op.next != nullptr && queue_.wait_again(op)) return;
     }
     core_.requeue_fired(op);
   }
