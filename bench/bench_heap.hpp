@@ -19,8 +19,14 @@ class bare_heap {
     std::uint32_t id;
   };
 
-  // Ids are 0..max_ids-1. Reserves everything up front.
-  explicit bare_heap(std::size_t max_ids) : pos_(max_ids, nowhere) { entries_.reserve(max_ids); }
+  // Ids are 0..max_ids-1. Reserves everything up front (default-constructed: reserve() before the first push).
+  bare_heap() = default;
+  explicit bare_heap(std::size_t max_ids) { reserve(max_ids); }
+
+  void reserve(std::size_t max_ids) {
+    pos_.assign(max_ids, nowhere);
+    entries_.reserve(max_ids);
+  }
 
   bool empty() const noexcept { return entries_.empty(); }
   std::size_t size() const noexcept { return entries_.size(); }

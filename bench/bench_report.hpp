@@ -76,8 +76,7 @@ inline const char* system_label(const std::string& s) {
 }
 
 inline const std::vector<std::string>& all_systems() {
-  static const std::vector<std::string> v = {"asio",          "tock_timer", "tock_sleep",
-                                             "tock_deadline", "watchdog",   "heap"};
+  static const std::vector<std::string> v = {"asio", "tock_timer", "tock_sleep", "tock_deadline", "watchdog", "heap"};
   return v;
 }
 
@@ -115,13 +114,12 @@ struct target_line {
 };
 
 inline void print_report(const results& res) {
-  value_table(res, "fire", "fire: CPU ns per one-shot timer (construct, wait, fire), ratio to asio",
-              &row::ns_per_op, 0, {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
+  value_table(res, "fire", "fire: CPU ns per one-shot timer (construct, wait, fire), ratio to asio", &row::ns_per_op, 0,
+              {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
   value_table(res, "churn", "churn: CPU ns per cancel + reschedule, N pending, ratio to asio", &row::ns_per_op, 0,
               {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
-  value_table(res, "touch", "touch: CPU ns per idle-deadline extension, N connections, ratio to asio",
-              &row::ns_per_op, 0,
-              {{"tock_timer", "watchdog"}, {"tock_deadline", "watchdog"}, {"tock_deadline", "heap"}});
+  value_table(res, "touch", "touch: CPU ns per idle-deadline extension, N connections, ratio to asio", &row::ns_per_op,
+              0, {{"tock_timer", "watchdog"}, {"tock_deadline", "watchdog"}, {"tock_deadline", "heap"}});
   value_table(res, "memory", "memory: bytes of RSS per pending wait (with the timer objects), ratio to asio",
               &row::bytes_per_timer, 1, {});
 
@@ -152,8 +150,8 @@ inline void print_report(const results& res) {
       std::string tfd = "–";
       if (auto it = res.syscalls.find(s); it != res.syscalls.end()) tfd = it->second.second;
       std::printf("| %s | %s%s | %s | %s |\n", system_label(s), num(r->ns_per_op).c_str(),
-                  s == "asio" ? "" : ratio(r->ns_per_op, get(base, &row::ns_per_op)).c_str(),
-                  num(r->wakeups).c_str(), tfd.c_str());
+                  s == "asio" ? "" : ratio(r->ns_per_op, get(base, &row::ns_per_op)).c_str(), num(r->wakeups).c_str(),
+                  tfd.c_str());
     }
   }
 
@@ -173,8 +171,8 @@ inline void print_report(const results& res) {
   // Targets.
   std::vector<target_line> t;
   const std::size_t big = 1000000;
-  auto rel = [&](const std::string& w, const std::string& s, std::size_t n, double row::*f, double limit,
-                 bool at_most, const std::string& vs = "asio") {
+  auto rel = [&](const std::string& w, const std::string& s, std::size_t n, double row::*f, double limit, bool at_most,
+                 const std::string& vs = "asio") {
     const double v = get(res.find(w, s, n), f), b = get(res.find(w, vs, n), f);
     target_line l;
     char what[200];
@@ -196,7 +194,8 @@ inline void print_report(const results& res) {
   // tock's idle timeout is the deadline extension (the "tock: a deadline extension"); tock_timer's
   // touch, reset + new wait as with Asio, is in the table for comparison but is not the idiom.
   for (std::size_t n : res.ns("touch"))
-    if (res.has_system("touch", "tock_deadline")) rel("touch", "tock_deadline", n, &row::ns_per_op, 1.0, true, "watchdog");
+    if (res.has_system("touch", "tock_deadline"))
+      rel("touch", "tock_deadline", n, &row::ns_per_op, 1.0, true, "watchdog");
   {
     target_line l;
     l.what = "memory N=1M: tock_sleep <= 64 bytes per pending sleep";
@@ -206,8 +205,7 @@ inline void print_report(const results& res) {
     t.push_back(l);
   }
   rel("memory", "tock_timer", big, &row::bytes_per_timer, 0.5, true);
-  if (res.has_system("memory", "tock_deadline"))
-    rel("memory", "tock_deadline", big, &row::bytes_per_timer, 0.5, true);
+  if (res.has_system("memory", "tock_deadline")) rel("memory", "tock_deadline", big, &row::bytes_per_timer, 0.5, true);
   for (std::size_t n : res.ns("lateness"))
     for (const char* s : {"tock_timer", "tock_sleep"}) {
       rel("lateness", s, n, &row::p50_us, 1.0, true);
@@ -232,7 +230,9 @@ inline void print_report(const results& res) {
   int met = 0, missed = 0;
   for (const auto& l : t) {
     std::printf("| %s | %s | %s |\n", l.what.c_str(), l.value.c_str(),
-                l.met == 1 ? "met" : l.met == 0 ? "**missed**" : "not measured");
+                l.met == 1   ? "met"
+                : l.met == 0 ? "**missed**"
+                             : "not measured");
     met += l.met == 1;
     missed += l.met == 0;
   }

@@ -2,6 +2,9 @@
 #ifndef TOCK_BENCH_UTIL_HPP
 #define TOCK_BENCH_UTIL_HPP
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,9 +16,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace bench {
 
@@ -98,8 +98,7 @@ inline std::string to_csv(const row& r) {
   std::ostringstream s;
   s << r.workload << ',' << r.system << ',' << r.n << ',' << fmt_field(r.ns_per_op, 1) << ','
     << fmt_field(r.bytes_per_timer, 1) << ',' << fmt_field(r.p50_us, 1) << ',' << fmt_field(r.p99_us, 1) << ','
-    << fmt_field(r.max_us, 1) << ',' << fmt_field(r.wakeups, 0) << ',' << fmt_field(r.ops_per_s, 0) << ','
-    << r.repeats;
+    << fmt_field(r.max_us, 1) << ',' << fmt_field(r.wakeups, 0) << ',' << fmt_field(r.ops_per_s, 0) << ',' << r.repeats;
   return s.str();
 }
 

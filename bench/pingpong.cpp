@@ -51,8 +51,7 @@ struct end_point {
   asio::io_context* ctx;
 
   end_point(asio::io_context& c, socket_type s, variant v, long* r)
-      : sock(std::move(s)), how(v), remaining(r), deadline(sock.get_executor()), timer(sock.get_executor()),
-        ctx(&c) {}
+      : sock(std::move(s)), how(v), remaining(r), deadline(sock.get_executor()), timer(sock.get_executor()), ctx(&c) {}
 
   void read() {
     auto on_read = [this](boost::system::error_code ec, std::size_t) {
@@ -72,16 +71,12 @@ struct end_point {
       read();
     };
     switch (how) {
-      case variant::raw:
-        sock.async_read_some(asio::buffer(buf), on_read);
-        break;
+      case variant::raw: sock.async_read_some(asio::buffer(buf), on_read); break;
       case variant::deadline_bind:
         deadline.expires_after(limit);  // the idle-timeout push: lock-free when later
         sock.async_read_some(asio::buffer(buf), deadline.bind(on_read));
         break;
-      case variant::timeout:
-        sock.async_read_some(asio::buffer(buf), tock::timeout(limit, on_read));
-        break;
+      case variant::timeout: sock.async_read_some(asio::buffer(buf), tock::timeout(limit, on_read)); break;
       case variant::asio_timer:  // what Beast's tcp_stream::expires_after amounts to: a timer per read
         timer.expires_after(limit);
         timer.async_wait([this](boost::system::error_code ec) {

@@ -22,17 +22,37 @@ namespace {
 
 using namespace bench;
 
-// Which systems each workload runs.
+// A list of systems (adapters, bench_systems.hpp), in the order --list prints them.
+template <typename... S>
+struct systems {
+  static std::vector<std::string> names() { return {S::name...}; }
+  // Calls f.template operator()<X>() for the system X named `name` (one of them: see applies()).
+  template <typename F>
+  static void with(const std::string& name, F&& f) {
+    (void)((name == S::name && (f.template operator()<S>(), true)) || ...);
+  }
+};
+
+using asio_timers = timer_objects<asio::steady_timer>;
+using tock_timers = timer_objects<tock::timer>;
+using tock_deadlines = timer_objects<tock::deadline>;
+
+// Which systems each workload runs (churn's sleeps are bound to cancellation signals, the others' are not).
+using fire_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, heap>;
+using churn_systems = systems<asio_timers, tock_timers, tock_sleeps<true>, heap>;
+using touch_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog, heap>;
+using memory_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, tock_deadlines, heap>;
+using lateness_systems = systems<asio_timers, tock_timers, tock_sleeps<false>>;
+using sparse_systems = systems<asio_timers, tock_timers, tock_sleeps<false>>;
+using threads_systems = systems<asio_timers, tock_timers>;
+using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog>;
+
 const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_systems() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> v = {
-      {"fire", {"asio", "tock_timer", "tock_sleep", "heap"}},
-      {"churn", {"asio", "tock_timer", "tock_sleep", "heap"}},
-      {"touch", {"asio", "tock_timer", "tock_deadline", "watchdog", "heap"}},
-      {"memory", {"asio", "tock_timer", "tock_sleep", "tock_deadline", "heap"}},
-      {"lateness", {"asio", "tock_timer", "tock_sleep"}},
-      {"sparse", {"asio", "tock_timer", "tock_sleep"}},
-      {"threads", {"asio", "tock_timer"}},
-      {"check", {"asio", "tock_timer", "tock_deadline", "watchdog"}},
+      {"fire", fire_systems::names()},         {"churn", churn_systems::names()},
+      {"touch", touch_systems::names()},       {"memory", memory_systems::names()},
+      {"lateness", lateness_systems::names()}, {"sparse", sparse_systems::names()},
+      {"threads", threads_systems::names()},   {"check", check_systems::names()},
   };
   return v;
 }
@@ -65,46 +85,29 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
   if (w == "fire" || w == "sparse") {
     const auto off = uniform_offsets(n, 200 * ms);
     const bool markers = w == "sparse";
-    r.ns_per_op = median_of(repeats, [&] {
-      if (s == "asio") return fire_timers<asio::steady_timer>(n, off, markers);
-      if (s == "tock_timer") return fire_timers<tock::timer>(n, off, markers);
-      if (s == "tock_sleep") return fire_sleeps(n, off, markers);
-      return fire_heap(n, off);
-    });
+    auto one = [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return fire<S>(n, off, markers); }); };
+    if (markers)
+      sparse_systems::with(s, one);
+    else
+      fire_systems::with(s, one);
   } else if (w == "churn") {
     const auto initial = uniform_offsets(n, hour);
     std::vector<std::int64_t> init(initial.size());
     for (std::size_t i = 0; i < n; ++i) init[i] = hour + initial[i];
     const op_input in = random_ops(n, ops, hour, 2 * hour);
-    r.ns_per_op = median_of(repeats, [&] {
-      if (s == "asio") return churn_timers<asio::steady_timer>(n, init, in);
-      if (s == "tock_timer") return churn_timers<tock::timer>(n, init, in);
-      if (s == "tock_sleep") return churn_sleeps(n, init, in);
-      return churn_heap(n, init, in);
-    });
+    churn_systems::with(s,
+                        [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return churn<S>(n, init, in); }); });
   } else if (w == "touch") {
     const op_input in = random_ops(n, ops, 0, 0);
-    r.ns_per_op = median_of(repeats, [&] {
-      if (s == "asio") return touch_timers<asio::steady_timer>(n, in);
-      if (s == "tock_timer") return touch_timers<tock::timer>(n, in);
-      if (s == "watchdog") return touch_watchdog(n, in);
-      if (s == "tock_deadline") return touch_deadlines(n, in);
-      return touch_heap(n, in);
-    });
+    touch_systems::with(s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return touch<S>(n, in); }); });
   } else if (w == "memory") {
     r.repeats = 1;  // RSS is only meaningful on a fresh process
-    if (s == "asio") r.bytes_per_timer = memory_timers<asio::steady_timer>(n);
-    if (s == "tock_timer") r.bytes_per_timer = memory_timers<tock::timer>(n);
-    if (s == "tock_sleep") r.bytes_per_timer = memory_sleeps(n);
-    if (s == "tock_deadline") r.bytes_per_timer = memory_timers<tock::deadline>(n);
-    if (s == "heap") r.bytes_per_timer = memory_heap(n);
+    memory_systems::with(s, [&]<typename S>() { r.bytes_per_timer = memory<S>(n); });
   } else if (w == "lateness") {
     std::vector<double> p50, p99, mx;
     for (int i = 0; i < repeats; ++i) {
       lateness_result l{};
-      if (s == "asio") l = lateness_timers<asio::steady_timer>(n);
-      if (s == "tock_timer") l = lateness_timers<tock::timer>(n);
-      if (s == "tock_sleep") l = lateness_sleeps(n);
+      lateness_systems::with(s, [&]<typename S>() { l = lateness<S>(n); });
       p50.push_back(l.p50_us);
       p99.push_back(l.p99_us);
       mx.push_back(l.max_us);
@@ -113,15 +116,9 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
     r.p99_us = median(p99);
     r.max_us = median(mx);
   } else if (w == "threads") {
-    r.ops_per_s = median_of(repeats, [&] {
-      if (s == "asio") return threads_timers<asio::steady_timer>(n);
-      return threads_timers<tock::timer>(n);
-    });
+    threads_systems::with(s, [&]<typename S>() { r.ops_per_s = median_of(repeats, [&] { return threads<S>(n); }); });
   } else if (w == "check") {
-    if (s == "asio") touch_check_timers<asio::steady_timer>();
-    if (s == "tock_timer") touch_check_timers<tock::timer>();
-    if (s == "watchdog") touch_check_watchdog();
-    if (s == "tock_deadline") touch_check_deadline();
+    check_systems::with(s, []<typename S>() { check_idle<S>(); });
   }
   return r;
 }
@@ -154,9 +151,8 @@ void list(bool quick) {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: timer_bench --workload=W --system=S --n=N [--repeats=R] [--ops=OPS]\n"
-               "       timer_bench --list [--quick] | --header | --report=CSV [--syscalls=CSV]\n");
+  std::fprintf(stderr, "usage: timer_bench --workload=W --system=S --n=N [--repeats=R] [--ops=OPS]\n"
+                       "       timer_bench --list [--quick] | --header | --report=CSV [--syscalls=CSV]\n");
   return 64;
 }
 

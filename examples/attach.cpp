@@ -142,9 +142,9 @@ int main() {
 
     ctx.run();  // returns when the client, the server and the heartbeat have all finished
 
-    log("summary: " + std::to_string(result.pings_echoed) + " pings echoed, " +
-        std::to_string(result.heartbeats) + " heartbeats, " + std::to_string(result.posted_jobs) +
-        " posted jobs, read timeout " + (result.read_timed_out ? "fired" : "did NOT fire"));
+    log("summary: " + std::to_string(result.pings_echoed) + " pings echoed, " + std::to_string(result.heartbeats) +
+        " heartbeats, " + std::to_string(result.posted_jobs) + " posted jobs, read timeout " +
+        (result.read_timed_out ? "fired" : "did NOT fire"));
     bool ok = result.pings_echoed == 3 && result.read_timed_out && result.posted_jobs == 3 && result.heartbeats > 0;
     return ok ? 0 : 1;
 }

@@ -123,22 +123,30 @@ options parse(int argc, char** argv) {
             have_port = true;
             continue;
         }
-        static const std::vector<std::string> flags = {"--active", "--idle", "--slowloris", "--nonreading",
-                                                       "--duration-ms", "--interval-ms", "--connect-concurrency",
-                                                       "--port", "--lifetime-ms"};
+        static const std::vector<std::string> flags = {
+            "--active",      "--idle",        "--slowloris",           "--nonreading",
+            "--duration-ms", "--interval-ms", "--connect-concurrency", "--port",
+            "--lifetime-ms"};
         if (std::find(flags.begin(), flags.end(), arg) == flags.end()) usage("unknown option " + arg);
         if (i + 1 == argc) usage(arg + " needs a value");
         const std::string value = argv[++i];
         const unsigned long long max_count = 100'000;
-        if (arg == "--active") opt.count[active] = number(arg, value, max_count);
-        else if (arg == "--idle") opt.count[idle] = number(arg, value, max_count);
-        else if (arg == "--slowloris") opt.count[slowloris] = number(arg, value, max_count);
-        else if (arg == "--nonreading") opt.count[nonreading] = number(arg, value, max_count);
-        else if (arg == "--duration-ms") opt.duration = milliseconds(number(arg, value, 3'600'000));
-        else if (arg == "--interval-ms") opt.interval = milliseconds(std::max(1ull, number(arg, value, 3'600'000)));
+        if (arg == "--active")
+            opt.count[active] = number(arg, value, max_count);
+        else if (arg == "--idle")
+            opt.count[idle] = number(arg, value, max_count);
+        else if (arg == "--slowloris")
+            opt.count[slowloris] = number(arg, value, max_count);
+        else if (arg == "--nonreading")
+            opt.count[nonreading] = number(arg, value, max_count);
+        else if (arg == "--duration-ms")
+            opt.duration = milliseconds(number(arg, value, 3'600'000));
+        else if (arg == "--interval-ms")
+            opt.interval = milliseconds(std::max(1ull, number(arg, value, 3'600'000)));
         else if (arg == "--connect-concurrency")
             opt.connect_concurrency = std::max(1ull, number(arg, value, 100'000));
-        else if (arg == "--lifetime-ms") opt.lifetime = milliseconds(std::max(2ull, number(arg, value, 3'600'000)));
+        else if (arg == "--lifetime-ms")
+            opt.lifetime = milliseconds(std::max(2ull, number(arg, value, 3'600'000)));
         else {  // --port
             port = static_cast<unsigned short>(number(arg, value, 65535));
             have_port = true;
@@ -209,9 +217,10 @@ public:
         bool ok = finished();
         os << "loadgen: " << plan_.size() << (opt_.churn ? " connections at a time (churn)" : " connections") << " to "
            << opt_.server << " for " << opt_.duration.count() << " ms, interval " << opt_.interval.count() << " ms\n";
-        os << std::left << std::setw(11) << "kind" << std::right << std::setw(7) << "wanted" << std::setw(8)
-           << "opened" << std::setw(18) << "closed_by_server" << std::setw(28) << "closed at ms min/median/max"
-           << std::setw(8) << "errors" << "  expected            result\n";
+        os << std::left << std::setw(11) << "kind" << std::right << std::setw(7) << "wanted" << std::setw(8) << "opened"
+           << std::setw(18) << "closed_by_server" << std::setw(28) << "closed at ms min/median/max" << std::setw(8)
+           << "errors"
+           << "  expected            result\n";
         for (int k = 0; k < kinds; ++k) {
             const kind_stats& s = stats_[k];
             const std::size_t wanted = opt_.count[k];
@@ -220,10 +229,9 @@ public:
             // the server for the kinds it must close, none by the server for active ones.
             const bool kind_ok =
                 opt_.churn ? s.opened >= wanted && s.errors == 0 && s.finished == s.opened &&
-                                 (expect_closed ? s.closed_by_server >= wanted &&
-                                                      s.closed_by_server + s.open_at_end == s.opened
-                                                : s.closed_by_server == 0 &&
-                                                      s.ended_by_client + s.open_at_end == s.opened)
+                                 (expect_closed
+                                      ? s.closed_by_server >= wanted && s.closed_by_server + s.open_at_end == s.opened
+                                      : s.closed_by_server == 0 && s.ended_by_client + s.open_at_end == s.opened)
                            : s.opened == wanted && s.errors == 0 && s.finished == wanted &&
                                  s.closed_by_server == (expect_closed ? wanted : 0);
             ok = ok && kind_ok;
@@ -231,13 +239,15 @@ public:
             if (!s.close_ms.empty()) {
                 std::vector<long long> v = s.close_ms;
                 std::sort(v.begin(), v.end());
-                when = std::to_string(v.front()) + "/" + std::to_string(v[v.size() / 2]) + "/" +
-                       std::to_string(v.back());
+                when =
+                    std::to_string(v.front()) + "/" + std::to_string(v[v.size() / 2]) + "/" + std::to_string(v.back());
             }
             os << std::left << std::setw(11) << kind_names[k] << std::right << std::setw(7) << wanted << std::setw(8)
                << s.opened << std::setw(18) << s.closed_by_server << std::setw(28) << when << std::setw(8) << s.errors
                << "  " << std::left << std::setw(20)
-               << (expect_closed ? "closed by server" : opt_.churn ? "closed by itself" : "open until the end")
+               << (expect_closed ? "closed by server"
+                   : opt_.churn  ? "closed by itself"
+                                 : "open until the end")
                << (kind_ok ? "ok" : "UNEXPECTED") << std::right << "\n";
         }
         os << "(closed at: ms after the client started connecting)\n";
@@ -399,8 +409,7 @@ private:
             const std::string line = "active " + id + " line " + std::to_string(seq) + "\n";
             auto [ec, n] = co_await asio::async_write(socket, asio::buffer(line), until_end());
             if (ec) co_return ended(active, ec, started, "write");
-            auto [rec, m] = co_await asio::async_read_until(socket, asio::dynamic_buffer(received), '\n',
-                                                            until_end());
+            auto [rec, m] = co_await asio::async_read_until(socket, asio::dynamic_buffer(received), '\n', until_end());
             if (rec) co_return ended(active, rec, started, "read");
             if (received.compare(0, m, line) != 0) co_return error(active, "wrong echo");
             received.erase(0, m);
@@ -431,8 +440,8 @@ private:
             if (ec) co_return ended(slowloris, ec, started, "write");
             const auto next = std::min(end_, started + opt_.interval * (i + 1));
             char reply;
-            auto [rec, m] = co_await socket.async_read_some(
-                asio::buffer(&reply, 1), tock::timeout_at(next, tuple_awaitable));
+            auto [rec, m] =
+                co_await socket.async_read_some(asio::buffer(&reply, 1), tock::timeout_at(next, tuple_awaitable));
             if (!rec) co_return error(slowloris, "the server sent data");
             if (rec != tock::error::timed_out) co_return ended(slowloris, rec, started, "read");
             if (next == end_) {  // the run is over and the server kept it open
@@ -458,11 +467,9 @@ private:
         }
         std::ostringstream line;
         const std::chrono::duration<double> elapsed = clock_type::now() - start_;
-        line << std::fixed << std::setprecision(1) << elapsed.count()
-             << " s  connected " << opened;
+        line << std::fixed << std::setprecision(1) << elapsed.count() << " s  connected " << opened;
         if (!opt_.churn) line << "/" << plan_.size();
-        line << "  open " << open_
-             << "  closed by server:";
+        line << "  open " << open_ << "  closed by server:";
         for (int k = 0; k < kinds; ++k) line << " " << kind_names[k] << " " << stats_[k].closed_by_server;
         line << "  errors " << errors;
         return line.str();

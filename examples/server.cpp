@@ -68,8 +68,8 @@ options parse(int argc, char** argv) {
             config.port = static_cast<unsigned short>(number("PORT", argv[i], 65535));
             continue;
         }
-        static constexpr std::string_view flags[] = {"--port", "--idle-ms", "--request-ms", "--write-ms",
-                                                     "--max-conn", "--sndbuf", "--stats-ms"};
+        static constexpr std::string_view flags[] = {"--port",     "--idle-ms", "--request-ms", "--write-ms",
+                                                     "--max-conn", "--sndbuf",  "--stats-ms"};
         if (std::find(std::begin(flags), std::end(flags), arg) == std::end(flags))
             usage("unknown option " + std::string(arg));
         if (i + 1 == argc) usage(std::string(arg) + " needs a value");

@@ -123,8 +123,7 @@ public:
 
     // Opens, binds and listens at once (throws boost::system::system_error if it cannot), so local_endpoint()
     // is known before the context runs. `ctx` must outlive the server and be run by one thread at a time.
-    line_server(asio::io_context& ctx, server_config config)
-        : ctx_(ctx), config_(std::move(config)), acceptor_(ctx) {
+    line_server(asio::io_context& ctx, server_config config) : ctx_(ctx), config_(std::move(config)), acceptor_(ctx) {
         const tcp::endpoint endpoint(config_.address, config_.port);
         acceptor_.open(endpoint.protocol());
         acceptor_.set_option(asio::socket_base::reuse_address(true));
@@ -259,9 +258,9 @@ private:
         tock::deadline write_deadline(ex);
 
         std::array<char, 4096> chunk;
-        std::string partial;                         // the start of a line whose end has not arrived
+        std::string partial;  // the start of a line whose end has not arrived
         std::optional<clock::time_point> first_byte;  // when the first byte of `partial` arrived
-        bool request_limit_first = false;             // the read deadline is the request limit, not the idle one
+        bool request_limit_first = false;  // the read deadline is the request limit, not the idle one
         std::string echo;
         close_reason reason = close_reason::other;
 
@@ -357,9 +356,9 @@ private:
     const server_config config_;
     tcp::acceptor acceptor_;
     tcp::endpoint endpoint_;
-    bool stopping_ = false;                 // only touched on the context's thread
-    std::list<connection*> connections_;    // likewise
-    std::uint64_t accept_errors_ = 0;       // likewise
+    bool stopping_ = false;  // only touched on the context's thread
+    std::list<connection*> connections_;  // likewise
+    std::uint64_t accept_errors_ = 0;  // likewise
     clock::time_point next_accept_report_{};
 
     std::atomic<std::uint64_t> accepted_{0};

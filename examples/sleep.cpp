@@ -23,8 +23,8 @@ const auto program_start = std::chrono::steady_clock::now();
 
 void log(const std::string& what) {
     auto elapsed = std::chrono::steady_clock::now() - program_start;
-    std::cout << "[" << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms] "
-              << what << std::endl;
+    std::cout << "[" << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms] " << what
+              << std::endl;
 }
 
 asio::awaitable<void> count_down() {
@@ -46,9 +46,8 @@ int main() {
         if (e) std::rethrow_exception(e);
     });
 
-    tock::async_sleep_for(ctx.get_executor(), 50ms, [](boost::system::error_code ec) {
-        log("callback: 50 ms sleep finished: " + ec.message());
-    });
+    tock::async_sleep_for(ctx.get_executor(), 50ms,
+                          [](boost::system::error_code ec) { log("callback: 50 ms sleep finished: " + ec.message()); });
 
     tock::timer long_wait(ctx, 1s);
     long_wait.async_wait([&](boost::system::error_code ec) {

@@ -2,13 +2,13 @@
 # Configure, build and test tock with warnings as errors, in these configurations:
 #   release (GCC, with examples and bench), asan (ASan + UBSan), tsan (ThreadSanitizer),
 #   clang (clang 16, Release, Ninja, with examples and bench),
-# then the bounded checks: fuzz (each libFuzzer target for 60 s, scripts/fuzz.sh) and soak (the example
-# server under churning load for 60 s, scripts/soak.sh).
-# Usage: scripts/test.sh [release|asan|tsan|clang|fuzz|soak]...    (no argument: all of them)
+# then the bounded checks: format (clang-format 16, scripts/format.sh --check), fuzz (each libFuzzer target
+# for 60 s, scripts/fuzz.sh) and soak (the example server under churning load for 60 s, scripts/soak.sh).
+# Usage: scripts/test.sh [format|release|asan|tsan|clang|fuzz|soak]...    (no argument: all of them)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
-ensure_packages "${TOCK_PACKAGES[@]}" libbenchmark-dev ninja-build clang-16 libclang-rt-16-dev llvm-16
+ensure_packages "${TOCK_PACKAGES[@]}" libbenchmark-dev ninja-build clang-16 libclang-rt-16-dev llvm-16 clang-format-16
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -22,6 +22,7 @@ declare -A cmake_args=(
 )
 # Checks that are scripts of their own; each counts as one test.
 declare -A script_checks=(
+    [format]="bash scripts/format.sh --check"
     [fuzz]="bash scripts/fuzz.sh 60"
     [soak]="bash scripts/soak.sh 1"
 )
@@ -56,7 +57,7 @@ run_config() {
 }
 
 configs=("$@")
-[[ ${#configs[@]} -eq 0 ]] && configs=(release asan tsan clang fuzz soak)
+[[ ${#configs[@]} -eq 0 ]] && configs=(format release asan tsan clang fuzz soak)
 passed=0 failed=0 status=0 report=()
 for name in "${configs[@]}"; do
     [[ -v cmake_args[$name] || -v script_checks[$name] ]] || { echo "unknown configuration: $name" >&2; exit 2; }

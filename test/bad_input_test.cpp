@@ -117,7 +117,8 @@ BOOST_AUTO_TEST_CASE(huge_durations_of_other_types_saturate_a_timers_expiry_to_t
   t.expires_after(std::chrono::duration<std::int64_t, std::ratio<31'556'952>>(1'000));  // 1000 years
   BOOST_TEST((t.expiry() == time_point::max()), "1000 years: expiry is " << from_now(t.expiry()) << " s from now");
   tock::timer constructed(ctx, std::chrono::hours::max());
-  BOOST_TEST((constructed.expiry() == time_point::max()), "constructed: expiry is " << from_now(constructed.expiry()) << " s from now");
+  BOOST_TEST((constructed.expiry() == time_point::max()),
+             "constructed: expiry is " << from_now(constructed.expiry()) << " s from now");
 }
 
 BOOST_AUTO_TEST_CASE(huge_negative_durations_of_other_types_are_due_at_once) {
@@ -137,11 +138,14 @@ BOOST_AUTO_TEST_CASE(huge_sleep_durations_of_any_type_saturate_to_time_point_max
   service.set_capacity(0);
   outcomes out;
   std::vector<asio::cancellation_signal> signals(5);
-  auto slot = [&](int id) { return asio::bind_cancellation_slot(signals[static_cast<std::size_t>(id)].slot(), out.handler(id)); };
+  auto slot = [&](int id) {
+    return asio::bind_cancellation_slot(signals[static_cast<std::size_t>(id)].slot(), out.handler(id));
+  };
   tock::async_sleep_for(ctx, std::chrono::hours::max(), slot(0));
   tock::async_sleep_for(ctx, std::chrono::nanoseconds::max() - 1s, slot(1));
   tock::async_sleep_for(ctx, std::chrono::duration<double>(1e300), slot(2));
-  tock::async_sleep_for(ctx, std::chrono::duration<std::int64_t, std::ratio<31'556'952>>(1'000), slot(3));  // 1000 years
+  tock::async_sleep_for(ctx, std::chrono::duration<std::int64_t, std::ratio<31'556'952>>(1'000),
+                        slot(3));  // 1000 years
   tock::async_sleep_for(ctx, std::chrono::duration<long double, std::ratio<1, 1000>>(1e30L), slot(4));
   BOOST_TEST(service.pending() == 5u);
   ctx.run_for(10ms);
@@ -169,7 +173,8 @@ BOOST_AUTO_TEST_CASE(waits_with_saturated_deadlines_never_fire_until_cancelled) 
     tock::timer t(ctx);
     t.expires_after(std::chrono::nanoseconds::max());
     t.async_wait(out.handler(0));
-    tock::async_sleep_for(ctx, std::chrono::nanoseconds::max(), asio::bind_cancellation_slot(first.slot(), out.handler(1)));
+    tock::async_sleep_for(ctx, std::chrono::nanoseconds::max(),
+                          asio::bind_cancellation_slot(first.slot(), out.handler(1)));
     tock::async_sleep_until(ctx, std::chrono::time_point<clock_type, std::chrono::hours>::max(),
                             asio::bind_cancellation_slot(second.slot(), out.handler(2)));
     BOOST_TEST(service.pending() == 3u);

@@ -83,22 +83,21 @@ static_assert(std::is_same_v<return_type_t<timed_callback, read_signature>, void
 static_assert(std::is_same_v<return_type_t<bound_callback, read_signature>, void>);
 static_assert(std::is_same_v<return_type_t<tock::timeout_t<asio::use_awaitable_t<>>, read_signature>,
                              asio::awaitable<std::size_t>>);
-static_assert(std::is_same_v<return_type_t<tock::deadline_bound_token<tock::deadline, asio::use_future_t<>>,
-                                           read_signature>,
-                             std::future<std::size_t>>);
+static_assert(
+    std::is_same_v<return_type_t<tock::deadline_bound_token<tock::deadline, asio::use_future_t<>>, read_signature>,
+                   std::future<std::size_t>>);
 static_assert(std::is_same_v<decltype(std::declval<tcp::socket&>().async_read_some(
                                  asio::mutable_buffer(), tock::timeout(1s, asio::use_awaitable))),
                              return_type_t<tock::timeout_t<asio::use_awaitable_t<>>, read_signature>>);
 static_assert(!has_return_type_v<tock::timeout_t<asio::deferred_t>, read_signature>);
 
 // The adapters' own return_type, from outside: Asio's binders would need it from the tock token's.
-static_assert(std::is_same_v<
-              return_type_t<asio::cancellation_slot_binder<tock::timeout_t<asio::use_awaitable_t<>>,
-                                                           asio::cancellation_slot>,
-                            read_signature>,
-              asio::awaitable<std::size_t>>);
-static_assert(std::is_same_v<return_type_t<asio::executor_binder<bound_callback, strand_type>, read_signature>,
-                             void>);
+static_assert(
+    std::is_same_v<
+        return_type_t<asio::cancellation_slot_binder<tock::timeout_t<asio::use_awaitable_t<>>, asio::cancellation_slot>,
+                      read_signature>,
+        asio::awaitable<std::size_t>>);
+static_assert(std::is_same_v<return_type_t<asio::executor_binder<bound_callback, strand_type>, read_signature>, void>);
 
 }  // namespace
 
@@ -149,8 +148,7 @@ BOOST_AUTO_TEST_CASE(the_users_slot_bound_outside_bind_aborts_the_read_and_the_d
   io_result first;
   io_result second;
   asio::cancellation_signal signal;
-  s.server.async_read_some(asio::buffer(buf),
-                           asio::bind_cancellation_slot(signal.slot(), dl.bind(record_io(first))));
+  s.server.async_read_some(asio::buffer(buf), asio::bind_cancellation_slot(signal.slot(), dl.bind(record_io(first))));
   asio::post(ctx, [&] { signal.emit(asio::cancellation_type::terminal); });
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_REQUIRE_EQUAL(first.calls, 1);
@@ -159,8 +157,7 @@ BOOST_AUTO_TEST_CASE(the_users_slot_bound_outside_bind_aborts_the_read_and_the_d
 
   ctx.restart();
   dl.expires_after(10ms);
-  s.server.async_read_some(asio::buffer(buf),
-                           asio::bind_cancellation_slot(signal.slot(), dl.bind(record_io(second))));
+  s.server.async_read_some(asio::buffer(buf), asio::bind_cancellation_slot(signal.slot(), dl.bind(record_io(second))));
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_REQUIRE_EQUAL(second.calls, 1);
   BOOST_CHECK_EQUAL(second.ec, timed_out);
@@ -235,10 +232,11 @@ BOOST_AUTO_TEST_CASE(redirect_error_outside_the_timeout_redirects_timed_out) {
   error_code ec;
   int calls = 0;
   std::size_t bytes = 1;
-  s.server.async_read_some(asio::buffer(buf), asio::redirect_error(tock::timeout(10ms, [&](std::size_t n) {
-                                                                     ++calls;
-                                                                     bytes = n;
-                                                                   }),
+  s.server.async_read_some(asio::buffer(buf), asio::redirect_error(tock::timeout(10ms,
+                                                                                 [&](std::size_t n) {
+                                                                                   ++calls;
+                                                                                   bytes = n;
+                                                                                 }),
                                                                    ec));
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_REQUIRE_EQUAL(calls, 1);
@@ -255,8 +253,7 @@ BOOST_AUTO_TEST_CASE(redirect_error_outside_bind_clears_the_error_of_a_read_that
   std::array<char, 16> buf{};
   error_code ec = asio::error::eof;
   std::size_t bytes = 0;
-  s.server.async_read_some(asio::buffer(buf),
-                           asio::redirect_error(dl.bind([&](std::size_t n) { bytes = n; }), ec));
+  s.server.async_read_some(asio::buffer(buf), asio::redirect_error(dl.bind([&](std::size_t n) { bytes = n; }), ec));
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_CHECK(!ec);
   BOOST_CHECK_EQUAL(bytes, 1u);
@@ -264,8 +261,7 @@ BOOST_AUTO_TEST_CASE(redirect_error_outside_bind_clears_the_error_of_a_read_that
 
   ctx.restart();
   dl.expires_after(10ms);
-  s.server.async_read_some(asio::buffer(buf),
-                           asio::redirect_error(dl.bind([&](std::size_t n) { bytes = n; }), ec));
+  s.server.async_read_some(asio::buffer(buf), asio::redirect_error(dl.bind([&](std::size_t n) { bytes = n; }), ec));
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_CHECK_EQUAL(ec, timed_out);
 }
@@ -304,8 +300,8 @@ BOOST_AUTO_TEST_CASE(a_slot_and_a_strand_bound_outside_the_timeout_both_apply) {
                                    asio::bind_executor(strand, tock::timeout(never, record_io_on(cancelled, strand)))));
   s.client.async_read_some(
       asio::buffer(buf),
-      asio::bind_executor(strand, asio::bind_cancellation_slot(unused.slot(),
-                                                               tock::timeout(10ms, record_io_on(expired, strand)))));
+      asio::bind_executor(
+          strand, asio::bind_cancellation_slot(unused.slot(), tock::timeout(10ms, record_io_on(expired, strand)))));
   asio::post(ctx, [&] { signal.emit(asio::cancellation_type::terminal); });
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_REQUIRE_EQUAL(cancelled.calls, 1);

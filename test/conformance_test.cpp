@@ -106,8 +106,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_move_assigned_from_timer_waits_again_like_a_new_
   check_waits_again(ctx, from, to, moved_wait);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(a_timer_moved_from_by_a_converting_move_waits_again_like_a_new_one, Timer,
-                              timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_timer_moved_from_by_a_converting_move_waits_again_like_a_new_one, Timer, timer_types) {
   using io_timer = typename Timer::template rebind_executor<asio::io_context::executor_type>::other;
   asio::io_context ctx;
   {
@@ -239,8 +238,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_with_an_error_code_aborts_every_wait_and_cl
   BOOST_CHECK(!ec);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_with_an_error_code_aborts_the_oldest_wait_and_clears_it, Timer,
-                              timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_with_an_error_code_aborts_the_oldest_wait_and_clears_it, Timer, timer_types) {
   asio::io_context ctx;
   Timer timer(ctx, never);
   std::vector<int> log;
@@ -272,8 +270,7 @@ BOOST_AUTO_TEST_CASE(tock_timer_service_of_takes_a_context_as_of_context_does) {
 
 // --- Completion order -------------------------------------------------------------------------------------
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(timers_complete_in_expiry_order_whatever_order_their_waits_started, Timer,
-                              timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(timers_complete_in_expiry_order_whatever_order_their_waits_started, Timer, timer_types) {
   asio::io_context ctx;
   std::vector<int> log;
   const auto base = steady_clock::now();
@@ -371,9 +368,18 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_aborts_the_oldest_wait_only, Timer, tim
   std::vector<int> log;
   completion oldest, middle, newest;
   Timer timer(ctx, 10ms);
-  timer.async_wait([&](const error_code& ec) { record(oldest)(ec); log.push_back(0); });
-  timer.async_wait([&](const error_code& ec) { record(middle)(ec); log.push_back(1); });
-  timer.async_wait([&](const error_code& ec) { record(newest)(ec); log.push_back(2); });
+  timer.async_wait([&](const error_code& ec) {
+    record(oldest)(ec);
+    log.push_back(0);
+  });
+  timer.async_wait([&](const error_code& ec) {
+    record(middle)(ec);
+    log.push_back(1);
+  });
+  timer.async_wait([&](const error_code& ec) {
+    record(newest)(ec);
+    log.push_back(2);
+  });
 
   timer.cancel_one();
 
@@ -597,7 +603,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(move_construction_carries_pending_waits_and_the_ex
   Timer from(ctx, 10ms);
   const auto expiry = from.expiry();
   from.async_wait(log_as(log, 0));
-  from.async_wait([&](const error_code& ec) { record(last)(ec); log.push_back(1); });
+  from.async_wait([&](const error_code& ec) {
+    record(last)(ec);
+    log.push_back(1);
+  });
 
   Timer to(std::move(from));
 
@@ -681,8 +690,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(move_assignment_aborts_the_waits_of_the_assigned_t
 
 // --- Allocation -------------------------------------------------------------------------------------------
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_allocates_through_its_associated_allocator_and_frees_it_all, Timer,
-                              timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_allocates_through_its_associated_allocator_and_frees_it_all, Timer, timer_types) {
   asio::io_context ctx;
   allocation_counts counts;
   completion c;
@@ -730,8 +738,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(blocking_wait_returns_not_before_the_expiry, Timer
   BOOST_TEST((steady_clock::now() >= expiry));
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(blocking_wait_with_error_code_returns_success_not_before_the_expiry, Timer,
-                              timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(blocking_wait_with_error_code_returns_success_not_before_the_expiry, Timer, timer_types) {
   asio::io_context ctx;
   Timer timer(ctx, 10ms);
   const auto expiry = timer.expiry();
@@ -812,15 +819,15 @@ std::pair<std::thread::id, error_code> where_a_system_executor_handler_runs(bool
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(a_fired_wait_runs_a_system_executor_handler_on_the_thread_running_the_context,
-                              Timer, timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_fired_wait_runs_a_system_executor_handler_on_the_thread_running_the_context, Timer,
+                              timer_types) {
   const auto [thread, ec] = where_a_system_executor_handler_runs<Timer>(false);
   BOOST_TEST(!ec);
   BOOST_TEST((thread == std::this_thread::get_id()));
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(an_aborted_wait_runs_a_system_executor_handler_on_the_thread_running_the_context,
-                              Timer, timer_types) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(an_aborted_wait_runs_a_system_executor_handler_on_the_thread_running_the_context, Timer,
+                              timer_types) {
   const auto [thread, ec] = where_a_system_executor_handler_runs<Timer>(true);
   BOOST_TEST(ec == asio::error::operation_aborted);
   BOOST_TEST((thread == std::this_thread::get_id()));

@@ -78,7 +78,8 @@ BOOST_AUTO_TEST_CASE(an_abort_allocates_nothing_through_the_handlers_allocator) 
   std::vector<tock::timer> timers;
   for (int i = 0; i < n; ++i) {
     timers.emplace_back(ctx, 1h);
-    timers.back().async_wait(asio::bind_allocator(alloc, [&](const error_code& ec) { aborted_calls += ec == aborted; }));
+    timers.back().async_wait(
+        asio::bind_allocator(alloc, [&](const error_code& ec) { aborted_calls += ec == aborted; }));
   }
   BOOST_CHECK_EQUAL(counts.allocations.load(), std::size_t(n));  // one operation per wait
   for (auto& t : timers) t.cancel();

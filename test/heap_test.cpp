@@ -224,9 +224,7 @@ void run_random_model(std::uint64_t seed, std::uint64_t first_seq) {
 
 BOOST_AUTO_TEST_SUITE(heap_test)
 
-BOOST_AUTO_TEST_CASE(random_operations_on_int_keys_agree_with_a_sorted_model) {
-  run_random_model<int_keys, 4>(1, 0);
-}
+BOOST_AUTO_TEST_CASE(random_operations_on_int_keys_agree_with_a_sorted_model) { run_random_model<int_keys, 4>(1, 0); }
 
 BOOST_AUTO_TEST_CASE(random_operations_on_time_point_keys_agree_with_a_sorted_model) {
   run_random_model<time_point_keys, 4>(2, 0);

@@ -8,6 +8,7 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <array>
@@ -105,6 +106,43 @@ BOOST_AUTO_TEST_CASE(an_idle_read_times_out_in_virtual_time) {
   BOOST_REQUIRE(tock_test::run_until_idle(ctx));
   BOOST_CHECK_EQUAL(r.calls, 1);
   BOOST_CHECK(r.ec == tock::error::timed_out);
+}
+
+BOOST_AUTO_TEST_CASE(timeout_on_the_manual_clock_times_a_read_out_in_virtual_time) {
+  asio::io_context ctx;
+  tock_test::socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  tock_test::io_result r;
+  s.server.async_read_some(asio::buffer(buf), tock::timeout<manual_clock>(30s, tock_test::record_io(r)));
+  auto& service = tock::basic_timer_service<manual_clock>::of(ctx);
+  BOOST_CHECK_EQUAL(service.pending(), 1u);  // on the manual clock's service, not the steady one's
+  BOOST_CHECK_EQUAL(tock::timer_service::of(ctx).pending(), 0u);
+  manual_clock::advance(29s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  manual_clock::advance(1s);
+  BOOST_REQUIRE(tock_test::run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(r.ec == tock::error::timed_out);
+  BOOST_CHECK(service.invariants_hold());
+}
+
+BOOST_AUTO_TEST_CASE(timeout_at_on_the_manual_clock_is_removed_when_the_read_completes_first) {
+  asio::io_context ctx;
+  tock_test::socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  tock_test::io_result r;
+  s.server.async_read_some(asio::buffer(buf), tock::timeout_at(manual_clock::now() + 30s, tock_test::record_io(r)));
+  auto& service = tock::basic_timer_service<manual_clock>::of(ctx);
+  BOOST_CHECK_EQUAL(service.pending(), 1u);
+  asio::write(s.client, asio::buffer("x", 1));
+  BOOST_REQUIRE(tock_test::run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(!r.ec);
+  BOOST_CHECK_EQUAL(service.pending(), 0u);
+  manual_clock::advance(30s);
+  settle(ctx);
+  BOOST_CHECK_EQUAL(r.calls, 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_pending_virtual_wait_is_outstanding_work_until_time_moves) {

@@ -162,8 +162,9 @@ void check_client_run(clients& c, clock_type::duration limit) {
   BOOST_TEST_REQUIRE(c.run(limit), "the clients did not finish within "
                                        << std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()
                                        << " ms");
-  BOOST_TEST_MESSAGE("clients ran for " << std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               clock_type::now() - start).count() << " ms");
+  BOOST_TEST_MESSAGE(
+      "clients ran for " << std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - start).count()
+                         << " ms");
   for (const auto& e : c.errors()) BOOST_ERROR("client: " << e);
   BOOST_TEST(c.pending_timers() == 0u);
 }
@@ -273,8 +274,8 @@ asio::awaitable<void> idle_client(tcp::endpoint server, clock_type::duration lim
 
 // Connects and sends a byte every `interval`, never a newline, until the server closes it (at most `limit`).
 // `after` counts from the first byte.
-asio::awaitable<void> slowloris_client(tcp::endpoint server, clock_type::duration interval,
-                                       clock_type::duration limit, close_result& r) {
+asio::awaitable<void> slowloris_client(tcp::endpoint server, clock_type::duration interval, clock_type::duration limit,
+                                       close_result& r) {
   tcp::socket socket(co_await asio::this_coro::executor);
   auto [cec] = co_await socket.async_connect(server, tock::timeout(5s, tuple_awaitable));
   if (cec) {
@@ -298,8 +299,8 @@ asio::awaitable<void> slowloris_client(tcp::endpoint server, clock_type::duratio
     r.bytes_sent += written;
     // Until the next byte is due, watch for the server closing the connection.
     char reply;
-    auto [rec, n] = co_await socket.async_read_some(
-        asio::buffer(&reply, 1), tock::timeout_at(start + interval * (i + 1), tuple_awaitable));
+    auto [rec, n] = co_await socket.async_read_some(asio::buffer(&reply, 1),
+                                                    tock::timeout_at(start + interval * (i + 1), tuple_awaitable));
     if (rec == tock::error::timed_out) continue;
     r.ec = n > 0 ? make_error_code(boost::system::errc::protocol_error) : rec;
     break;
@@ -418,8 +419,8 @@ BOOST_AUTO_TEST_CASE(slowloris_client_is_closed_at_the_request_limit) {
   check_client_run(c, 20s);
 
   BOOST_TEST(closed_by_server(r.ec), "not closed by the server: " << r.ec.message());
-  BOOST_TEST_MESSAGE("slowloris client closed " << ms(r.after) << " ms after its first byte, "
-                                                << r.bytes_sent << " bytes sent");
+  BOOST_TEST_MESSAGE("slowloris client closed " << ms(r.after) << " ms after its first byte, " << r.bytes_sent
+                                                << " bytes sent");
   BOOST_TEST(r.after >= config.request, "closed too early: after " << ms(r.after) << " ms");
   BOOST_TEST(r.after < config.request + 2s, "closed too late: after " << ms(r.after) << " ms");
   BOOST_TEST(r.bytes_sent >= 2u);
@@ -570,8 +571,7 @@ BOOST_AUTO_TEST_CASE(two_thousand_mixed_connections) {
     }
     BOOST_TEST_MESSAGE(what << ": " << closed << " of " << results.size() << " closed by the server, the last after "
                             << ms(latest) << " ms");
-    BOOST_TEST(closed == results.size(),
-               what << ": " << closed << " of " << results.size() << " closed by the server");
+    BOOST_TEST(closed == results.size(), what << ": " << closed << " of " << results.size() << " closed by the server");
     BOOST_TEST(too_early == 0u, what << ": " << too_early << " closed too early");
   };
   check_closed("idle", idle, config.idle);

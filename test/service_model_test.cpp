@@ -103,8 +103,8 @@ class scenario {
     time_point expiry{};
     bool exact = true;
     std::deque<std::size_t> pending;  // wait ids, oldest first
-    std::uint64_t id = 0;             // changes when the timer is destroyed and recreated
-    bool waited = false;              // has started a wait (so it may hold a heap slot)
+    std::uint64_t id = 0;  // changes when the timer is destroyed and recreated
+    bool waited = false;  // has started a wait (so it may hold a heap slot)
     bool earlier_since_wait = false;  // its expiry moved earlier since it last started a wait
   };
 
@@ -427,7 +427,8 @@ class completion_log {
   }
 
   int count(int id) const {
-    return static_cast<int>(std::count_if(entries_.begin(), entries_.end(), [&](const entry& e) { return e.id == id; }));
+    return static_cast<int>(
+        std::count_if(entries_.begin(), entries_.end(), [&](const entry& e) { return e.id == id; }));
   }
 
   // The completion of `id`; requires that it completed exactly once.
@@ -471,8 +472,8 @@ BOOST_AUTO_TEST_CASE(random_operations_complete_every_wait_exactly_once) {
       int not_once = 0;
       for (std::size_t i = 0; i < res.records.size(); ++i) {
         if (res.records[i].completions != 1 && not_once++ < 5)
-          BOOST_TEST(res.records[i].completions == 1, describe(res.records[i], i) << " completed "
-                                                                                  << res.records[i].completions << " times");
+          BOOST_TEST(res.records[i].completions == 1, describe(res.records[i], i)
+                                                          << " completed " << res.records[i].completions << " times");
       }
       BOOST_TEST(not_once == 0);
       BOOST_TEST(res.records.size() > 500u);
@@ -500,7 +501,8 @@ BOOST_AUTO_TEST_CASE(random_operations_abort_exactly_the_waits_the_model_cancell
       }
       BOOST_TEST_MESSAGE("seed " << seed << ": " << aborted << " aborted, " << succeeded << " succeeded");
       BOOST_TEST(wrong == 0);
-      BOOST_TEST(res.return_mismatches == 0, res.return_mismatches << " counts differ; first: " << res.first_return_mismatch);
+      BOOST_TEST(res.return_mismatches == 0,
+                 res.return_mismatches << " counts differ; first: " << res.first_return_mismatch);
       // The mix exercised both outcomes in earnest.
       BOOST_TEST(aborted > 100u);
       BOOST_TEST(succeeded > 100u);
@@ -518,9 +520,10 @@ BOOST_AUTO_TEST_CASE(random_operations_complete_successful_waits_not_before_thei
         if (r.completions != 1 || r.ec) continue;
         if (r.completed_at < r.deadline && early++ < 5)
           BOOST_TEST((r.completed_at >= r.deadline),
-                     describe(r, i) << " completed "
-                                    << std::chrono::duration_cast<std::chrono::microseconds>(r.deadline - r.completed_at).count()
-                                    << " us before its deadline");
+                     describe(r, i)
+                         << " completed "
+                         << std::chrono::duration_cast<std::chrono::microseconds>(r.deadline - r.completed_at).count()
+                         << " us before its deadline");
       }
       BOOST_TEST(early == 0);
     }
@@ -539,7 +542,8 @@ BOOST_AUTO_TEST_CASE(random_operations_complete_successful_waits_in_deadline_the
         const wait_record& r = res.records[i];
         if (r.completions == 1 && !r.ec && r.exact && r.in_context) ordered.push_back(i);
       }
-      BOOST_TEST_MESSAGE("seed " << seed << ": " << ordered.size() << " waits with exact deadlines and in-place handlers");
+      BOOST_TEST_MESSAGE("seed " << seed << ": " << ordered.size()
+                                 << " waits with exact deadlines and in-place handlers");
       BOOST_TEST(ordered.size() > 100u);
       // Diagnostic: timer waits that shared their timer with another pending wait at some point.
       std::vector<bool> shared(res.records.size(), false);
@@ -584,10 +588,11 @@ BOOST_AUTO_TEST_CASE(invariants_hold_throughout_random_operations) {
   for (std::uint64_t seed : seeds) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       const scenario_result res = run_scenario(seed);
-      BOOST_TEST(res.invariant_failures == 0,
-                 res.invariant_failures << " checkpoints failed (" << res.invariant_failures_after_earlier_expiry
-                                        << " of them while a timer's expiry had moved earlier since its last wait); first: "
-                                        << res.first_invariant_failure);
+      BOOST_TEST(
+          res.invariant_failures == 0,
+          res.invariant_failures << " checkpoints failed (" << res.invariant_failures_after_earlier_expiry
+                                 << " of them while a timer's expiry had moved earlier since its last wait); first: "
+                                 << res.first_invariant_failure);
       BOOST_TEST(res.invariants_after_run);
     }
   }

@@ -19,6 +19,7 @@
 #include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -152,8 +153,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_run_on_another_context_after_its_own_is_gon
   {
     auto ctx = std::make_unique<asio::io_context>();
     Timer timer(*ctx, 1ms);
-    timer.async_wait(asio::bind_cancellation_slot(
-        sig.slot(), asio::bind_executor(asio::make_strand(other), record(c))));
+    timer.async_wait(
+        asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(asio::make_strand(other), record(c))));
     BOOST_TEST(run_until_idle(*ctx));  // fired: the handler is queued on `other`
   }
   BOOST_TEST(run_until_idle(other));
@@ -169,6 +170,40 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_run_on_another_context_after_its_own_is_gon
     sig.emit(asio::cancellation_type::terminal);
     BOOST_TEST(!sig.slot().has_handler());
   }
+}
+
+// A read bound to a deadline (or under tock::timeout) completes on a strand of another context that outlives
+// the read's own: its handler runs, or is destroyed, after the timer service is gone, and must not reach it.
+// The control: the same read with Asio alone.
+BOOST_AUTO_TEST_CASE(a_bound_read_run_on_another_context_after_its_own_is_gone) {
+  asio::io_context other;
+  tock_test::io_result deadline_read, timeout_read, plain_read;
+  {
+    auto ctx = std::make_unique<asio::io_context>();
+    tock_test::socket_pair a(*ctx), b(*ctx), c(*ctx);
+    std::array<char, 16> buf_c{};
+    c.server.async_read_some(asio::buffer(buf_c),
+                             asio::bind_executor(asio::make_strand(other), tock_test::record_io(plain_read)));
+    asio::write(c.client, asio::buffer("x", 1));
+    tock::deadline dl(*ctx, 30s);
+    std::array<char, 16> buf_a{}, buf_b{};
+    a.server.async_read_some(asio::buffer(buf_a), dl.bind(asio::bind_executor(asio::make_strand(other),
+                                                                              tock_test::record_io(deadline_read))));
+    b.server.async_read_some(
+        asio::buffer(buf_b),
+        tock::timeout(30s, asio::bind_executor(asio::make_strand(other), tock_test::record_io(timeout_read))));
+    asio::write(a.client, asio::buffer("x", 1));
+    asio::write(b.client, asio::buffer("x", 1));
+    for (int i = 0; i < 100 && ctx->poll() > 0; ++i) {
+    }
+  }
+  BOOST_TEST(run_until_idle(other));
+  BOOST_TEST(plain_read.calls == 1);
+  BOOST_TEST(!plain_read.ec);
+  BOOST_TEST(deadline_read.calls == 1);
+  BOOST_TEST(timeout_read.calls == 1);
+  BOOST_TEST(!deadline_read.ec);
+  BOOST_TEST(!timeout_read.ec);
 }
 
 BOOST_AUTO_TEST_CASE(a_sleep_whose_signal_died_fires) {

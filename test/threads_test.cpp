@@ -259,7 +259,8 @@ BOOST_AUTO_TEST_CASE(sleeps_from_six_threads_complete_once_and_not_before_their_
   run_on_six_threads(
       ctx, stats, jobs - 2 * per_plain,
       [&](int thread) {
-        for (int j = 0; j < per_plain; ++j) job(1'000'000u * static_cast<unsigned>(thread + 1) + static_cast<unsigned>(j));
+        for (int j = 0; j < per_plain; ++j)
+          job(1'000'000u * static_cast<unsigned>(thread + 1) + static_cast<unsigned>(j));
       },
       [&](int j) { job(static_cast<unsigned>(j)); });
   BOOST_TEST(stats.overflow() == 0u);
@@ -335,9 +336,8 @@ BOOST_AUTO_TEST_CASE(cancel_racing_with_firing_aborts_exactly_the_waits_it_repor
     auto entries = std::make_shared<batch_type>(batch);
     const time_point latest = start_batch(*entries, *rng, false);
     const auto after = std::chrono::microseconds(std::uniform_int_distribution<int>(1, 300)(*rng));
-    tock::async_sleep_until(ctx, latest + after, [entries, rng, &cancel_batch](const error_code&) {
-      cancel_batch(*entries, *rng);
-    });
+    tock::async_sleep_until(ctx, latest + after,
+                            [entries, rng, &cancel_batch](const error_code&) { cancel_batch(*entries, *rng); });
   };
 
   const int per_plain = batches / 6;
@@ -365,8 +365,8 @@ BOOST_AUTO_TEST_CASE(cancel_racing_with_firing_aborts_exactly_the_waits_it_repor
   }
   BOOST_TEST_MESSAGE(stats.started() << " waits, " << reported_cancelled << " reported cancelled");
   BOOST_TEST(unrecorded == 0u);
-  BOOST_TEST(mismatched == 0u, mismatched << " of " << stats.started()
-                                          << " waits completed otherwise than cancel() reported");
+  BOOST_TEST(mismatched == 0u,
+             mismatched << " of " << stats.started() << " waits completed otherwise than cancel() reported");
   // Both outcomes occurred (each is certain: far waits are cancelled, due in-place waits fire first).
   BOOST_TEST(reported_cancelled > 0u);
   BOOST_TEST(reported_cancelled < stats.started());

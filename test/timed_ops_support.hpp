@@ -142,8 +142,7 @@ struct initiate_wait_for_cancellation {
 
 template <typename Token>
 auto async_wait_for_cancellation(asio::io_context& ctx, cancellation_record& rec, Token&& token) {
-  return asio::async_initiate<Token, void(error_code)>(initiate_wait_for_cancellation{ctx.get_executor(), &rec},
-                                                       token);
+  return asio::async_initiate<Token, void(error_code)>(initiate_wait_for_cancellation{ctx.get_executor(), &rec}, token);
 }
 
 // Counts what happens to the handlers made from it: every live handler holds a copy of `token`, a moved-from
@@ -296,18 +295,18 @@ inline void do_nothing(const error_code&) {}
 // (its members are the body's). As BOOST_FIXTURE_TEST_CASE_TEMPLATE, but as plain cases in a sub-suite per
 // adapter: the names stay short, and the suite compiles about a fifth faster (a template case costs some
 // 0.2 s of -O3 compile time per type for its registration alone; a plain case, a third of that).
-#define TIMED_OPS_FIXTURE_CASE(name, Fixture)                                    \
-  template <typename A>                                                          \
-  struct name##_spec : Fixture {                                                 \
-    void run();                                                                  \
-  };                                                                             \
-  BOOST_AUTO_TEST_SUITE(deadline)                                                \
+#define TIMED_OPS_FIXTURE_CASE(name, Fixture)                                   \
+  template <typename A>                                                         \
+  struct name##_spec : Fixture {                                                \
+    void run();                                                                 \
+  };                                                                            \
+  BOOST_AUTO_TEST_SUITE(deadline)                                               \
   BOOST_AUTO_TEST_CASE(name) { name##_spec<tock_test::with_deadline>().run(); } \
-  BOOST_AUTO_TEST_SUITE_END()                                                    \
-  BOOST_AUTO_TEST_SUITE(timeout)                                                 \
+  BOOST_AUTO_TEST_SUITE_END()                                                   \
+  BOOST_AUTO_TEST_SUITE(timeout)                                                \
   BOOST_AUTO_TEST_CASE(name) { name##_spec<tock_test::with_timeout>().run(); }  \
-  BOOST_AUTO_TEST_SUITE_END()                                                    \
-  template <typename A>                                                          \
+  BOOST_AUTO_TEST_SUITE_END()                                                   \
+  template <typename A>                                                         \
   void name##_spec<A>::run()
 
 // The same without a fixture.

@@ -564,7 +564,7 @@ TIMED_OPS_CASE(strand_reads_on_two_threads_complete_once) {
       for (int i = 0; i < per_connection; ++i) BOOST_REQUIRE_EQUAL(c->waits[i], i % 3 == 0 ? 1 : 0);
   }
   BOOST_TEST_MESSAGE("successes: " << successes.load() << ", timeouts: " << timeouts.load()
-                                     << ", races the deadline won: " << races_timed_out.load());
+                                   << ", races the deadline won: " << races_timed_out.load());
   BOOST_CHECK_EQUAL(successes.load() + timeouts.load(), connections * per_connection);
   BOOST_CHECK_GT(timeouts.load(), 0);
   BOOST_CHECK_GT(successes.load(), 0);

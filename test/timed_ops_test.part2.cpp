@@ -99,9 +99,8 @@ TIMED_OPS_FIXTURE_CASE(use_awaitable_read_returns_bytes_before_deadline, pending
   asio::write(s.client, asio::buffer("abc", 3));
   A limit(ctx, never);
   std::size_t got = 0;
-  BOOST_REQUIRE(run_coroutine(ctx, [&]() -> asio::awaitable<void> {
-    got = co_await read(limit.bind(asio::use_awaitable));
-  }));
+  BOOST_REQUIRE(
+      run_coroutine(ctx, [&]() -> asio::awaitable<void> { got = co_await read(limit.bind(asio::use_awaitable)); }));
   BOOST_CHECK_EQUAL(got, 3u);
   check_idle(ctx);
 }
@@ -677,9 +676,8 @@ BOOST_FIXTURE_TEST_CASE(deferred_read_timeout_counts_from_invocation, pending_re
   BOOST_REQUIRE_EQUAL(r.calls, 1);
   BOOST_CHECK_EQUAL(r.ec, timed_out);
   BOOST_CHECK_MESSAGE(r.at - invoked >= 20ms,
-                      "timed out "
-                          << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
-                          << " us after the invocation, before the 20 ms timeout");
+                      "timed out " << std::chrono::duration_cast<std::chrono::microseconds>(r.at - invoked).count()
+                                   << " us after the invocation, before the 20 ms timeout");
 }
 
 // A deadline may not outlive its context: deadline/shutdown_destroys_deadline_wait_and_bound_sleep_once is its

@@ -113,9 +113,7 @@ auto expect_no_exception() {
   };
 }
 
-bool is_operation_aborted(const boost::system::system_error& e) {
-  return e.code() == asio::error::operation_aborted;
-}
+bool is_operation_aborted(const boost::system::system_error& e) { return e.code() == asio::error::operation_aborted; }
 
 }  // namespace
 
@@ -255,8 +253,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(as_tuple_delivers_operation_aborted_in_a_tuple, Op
   BOOST_TEST(ec == asio::error::operation_aborted);
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(as_tuple_with_use_awaitable_returns_the_error_code_without_throwing, Op,
-                              operations) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(as_tuple_with_use_awaitable_returns_the_error_code_without_throwing, Op, operations) {
   asio::io_context ctx;
   error_code success = asio::error::would_block;
   error_code aborted;
@@ -453,8 +450,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(an_aborted_system_executor_handler_runs_on_the_thr
 // --- bind_cancellation_slot -------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(bind_cancellation_slot_aborts_the_wait_for_each_cancellation_type, Op, operations) {
-  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
-                    asio::cancellation_type::total}) {
+  for (auto type :
+       {asio::cancellation_type::terminal, asio::cancellation_type::partial, asio::cancellation_type::total}) {
     BOOST_TEST_CONTEXT("cancellation type " << static_cast<unsigned>(type)) {
       asio::io_context ctx;
       asio::cancellation_signal signal;

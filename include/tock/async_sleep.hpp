@@ -85,8 +85,7 @@ auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Cloc
 
 // Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
 // Same completions, cost and thread safety as async_sleep_until.
-template <typename Executor, typename Rep, typename Period,
-          typename Token = asio::default_completion_token_t<Executor>,
+template <typename Executor, typename Rep, typename Period, typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
                      Token&& token = asio::default_completion_token_t<Executor>()) {

@@ -2,8 +2,8 @@
 #ifndef TOCK_BASIC_TIMER_HPP
 #define TOCK_BASIC_TIMER_HPP
 
-#include <tock/detail/compact_executor.hpp>
 #include <tock/detail/time_arith.hpp>
+#include <tock/detail/timer_object.hpp>
 #include <tock/timer_service.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -44,7 +44,7 @@ class basic_timer {
 
   // A timer with no expiry set (a default time point), on `ex`'s io_context. O(1) after the first use of
   // the context, which creates its service.
-  explicit basic_timer(const executor_type& ex) : service_(&service_type::of(ex)), executor_(ex) {}
+  explicit basic_timer(const executor_type& ex) : object_(ex, time_point()) {}
 
   // The same, on `ctx`'s executor.
   template <typename ExecutionContext,
@@ -52,7 +52,7 @@ class basic_timer {
   explicit basic_timer(ExecutionContext& ctx) : basic_timer(executor_type(ctx.get_executor())) {}
 
   // A timer that expires at `t`.
-  basic_timer(const executor_type& ex, const time_point& t) : basic_timer(ex) { impl_.set_expiry(t); }
+  basic_timer(const executor_type& ex, const time_point& t) : object_(ex, t) {}
 
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
@@ -61,9 +61,8 @@ class basic_timer {
   // A timer that expires `d` from now. Any duration type, so that a huge one saturates at time_point::max()
   // instead of overflowing on its way to Clock::duration; a negative `d` is already due.
   template <typename Rep, typename Period>
-  basic_timer(const executor_type& ex, const std::chrono::duration<Rep, Period>& d) : basic_timer(ex) {
-    impl_.set_expiry(detail::saturating_add(Clock::now(), d));
-  }
+  basic_timer(const executor_type& ex, const std::chrono::duration<Rep, Period>& d)
+      : object_(ex, detail::saturating_add(Clock::now(), d)) {}
 
   template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
@@ -72,56 +71,50 @@ class basic_timer {
 
   // Takes over `other`'s expiry and pending waits. As in Asio, `other` is left as if constructed from its
   // executor alone: it keeps its service and executor (a copy), its expiry is time_point(). O(waits).
-  basic_timer(basic_timer&& other) : service_(other.service_), executor_(other.executor_) {
-    service_->move_construct(impl_, other.impl_);
-  }
+  basic_timer(basic_timer&& other) : object_(std::move(other.object_), time_point()) {}
 
   // The same from a timer with another executor type that converts to this one (`other` keeps its own).
   template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
-  basic_timer(basic_timer<Clock, WaitTraits, Executor1>&& other)
-      : service_(other.service_), executor_(other.executor_) {
-    service_->move_construct(impl_, other.impl_);
-  }
+  basic_timer(basic_timer<Clock, WaitTraits, Executor1>&& other) : object_(std::move(other.object_), time_point()) {}
 
   // Aborts this timer's waits, then takes over `other`'s; `other` is left as after a move construction.
   basic_timer& operator=(basic_timer&& other) {
-    if (this != &other) assign_from(std::move(other));
+    object_.assign(std::move(other.object_), time_point());
     return *this;
   }
 
   template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
   basic_timer& operator=(basic_timer<Clock, WaitTraits, Executor1>&& other) {
-    assign_from(std::move(other));
+    object_.assign(std::move(other.object_), time_point());
     return *this;
   }
 
-  // Pending waits complete with operation_aborted. O(log N + waits).
-  ~basic_timer() { service_->destroy(impl_); }
+  // Pending waits complete with operation_aborted. O(log N + waits). (timer_object's destructor)
 
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
 
   // The executor given at construction (a copy; a moved-from timer keeps it). O(1).
-  executor_type get_executor() noexcept { return executor_.get(); }
+  executor_type get_executor() noexcept { return object_.get_executor(); }
 
   // Aborts every pending wait (operation_aborted), even one that fired but has not run; returns how many.
   // O(waits of this timer).
-  std::size_t cancel() { return service_->cancel(impl_); }
+  std::size_t cancel() { return object_.service().cancel(object_.impl()); }
 
   // Aborts the oldest pending wait; returns 0 or 1. O(1).
-  std::size_t cancel_one() { return service_->cancel_one(impl_); }
+  std::size_t cancel_one() { return object_.service().cancel_one(object_.impl()); }
 
   // The expiry as an absolute time. O(1).
-  time_point expiry() const { return service_->expiry(impl_); }
+  time_point expiry() const { return object_.service().expiry(object_.impl()); }
 
   // Aborts pending waits and sets the expiry; returns how many waits were aborted. O(waits): a later
   // expiry does not touch the heap, the timer is re-keyed lazily when its old key surfaces.
-  std::size_t expires_at(const time_point& t) { return service_->expires_at(impl_, t); }
+  std::size_t expires_at(const time_point& t) { return object_.service().expires_at(object_.impl(), t); }
 
   // The same, `d` from now (any duration type, saturating; a negative `d` is already due).
   template <typename Rep, typename Period>
   std::size_t expires_after(const std::chrono::duration<Rep, Period>& d) {
-    return service_->expires_at(impl_, detail::saturating_add(Clock::now(), d));
+    return object_.service().expires_at(object_.impl(), detail::saturating_add(Clock::now(), d));
   }
 
 #if !defined(BOOST_ASIO_NO_DEPRECATED)
@@ -168,12 +161,12 @@ class basic_timer {
   // Blocks until the expiry has passed. Throws boost::system::system_error on failure.
   void wait() {
     error_code ec;
-    service_->wait(impl_, ec);
+    object_.service().wait(object_.impl(), ec);
     asio::detail::throw_error(ec, "wait");
   }
 
   // Blocks until the expiry has passed.
-  void wait(error_code& ec) { service_->wait(impl_, ec); }
+  void wait(error_code& ec) { object_.service().wait(object_.impl(), ec); }
 
   // Starts a wait for the expiry; completes with void(error_code): success, operation_aborted (cancel,
   // reset, destruction, or a cancellation slot of any type), or tock::error::capacity_exceeded.
@@ -181,45 +174,14 @@ class basic_timer {
   // At most one allocation, through the handler's associated allocator.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(error_code)>(initiate_async_wait(this), token);
+    return object_.async_wait(std::forward<WaitToken>(token));
   }
 
  private:
   template <typename, typename, typename>
   friend class basic_timer;
 
-  template <typename Other>
-  void assign_from(Other&& other) {
-    // A copy, made first (a boxed executor may throw): the moved-from timer keeps its own, as Asio's.
-    detail::compact_executor<Executor> ex(other.executor_);
-    service_->destroy(impl_);
-    other.service_->move_construct(impl_, other.impl_);
-    service_ = other.service_;
-    executor_ = std::move(ex);
-  }
-
-  class initiate_async_wait {
-   public:
-    using executor_type = Executor;
-
-    explicit initiate_async_wait(basic_timer* self) noexcept : self_(self) {}
-
-    executor_type get_executor() const noexcept { return self_->executor_.get(); }
-
-    template <typename WaitHandler>
-    void operator()(WaitHandler&& handler) const {
-      self_->executor_.with([&](const auto& ex) {
-        self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), ex);
-      });
-    }
-
-   private:
-    basic_timer* self_;
-  };
-
-  service_type* service_;
-  detail::compact_executor<executor_type> executor_;
-  typename service_type::implementation_type impl_;
+  detail::timer_object<Clock, WaitTraits, Executor> object_;
 };
 
 }  // namespace tock

@@ -2,9 +2,9 @@
 #ifndef TOCK_DEADLINE_HPP
 #define TOCK_DEADLINE_HPP
 
-#include <tock/detail/compact_executor.hpp>
-#include <tock/detail/initiate_with_deadline.hpp>
 #include <tock/detail/time_arith.hpp>
+#include <tock/detail/timed_initiation.hpp>
+#include <tock/detail/timer_object.hpp>
 #include <tock/timer_service.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -42,9 +42,7 @@ class basic_deadline {
   using service_type = basic_timer_service<Clock, WaitTraits>;
 
   // A deadline at time_point::max() (never) on `ex`'s io_context.
-  explicit basic_deadline(const executor_type& ex) : service_(&service_type::of(ex)), executor_(ex) {
-    impl_.set_expiry(time_point::max());
-  }
+  explicit basic_deadline(const executor_type& ex) : object_(ex, time_point::max()) {}
 
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
@@ -70,53 +68,47 @@ class basic_deadline {
 
   // Takes over `other`'s expiry, waits and bound operations. `other` is left as if constructed from its
   // executor alone: same service and executor (a copy), expiry time_point::max(), usable. O(attached).
-  basic_deadline(basic_deadline&& other) : service_(other.service_), executor_(other.executor_) {
-    service_->move_construct(impl_, other.impl_, time_point::max());
-  }
+  basic_deadline(basic_deadline&& other) : object_(std::move(other.object_), time_point::max()) {}
 
   // Aborts this deadline's waits and bound operations, then takes over `other`'s; `other` is left as after
   // a move construction. O(attached).
   basic_deadline& operator=(basic_deadline&& other) {
-    if (this != &other) {
-      executor_ = other.executor_;  // first: the copy may throw (a new box) before anything has changed
-      service_->destroy(impl_);
-      other.service_->move_construct(impl_, other.impl_, time_point::max());
-      service_ = other.service_;
-    }
+    object_.assign(std::move(other.object_), time_point::max());
     return *this;
   }
 
   basic_deadline(const basic_deadline&) = delete;
   basic_deadline& operator=(const basic_deadline&) = delete;
 
-  // Aborts waits and cancels bound operations. O(log N + attached).
-  ~basic_deadline() { service_->destroy(impl_); }
+  // Aborts waits and cancels bound operations. O(log N + attached). (timer_object's destructor)
 
   // The executor given at construction (a copy; a moved-from deadline keeps it). O(1).
-  executor_type get_executor() noexcept { return executor_.get(); }
+  executor_type get_executor() noexcept { return object_.get_executor(); }
 
   // The deadline as an absolute time (time_point::max() if never). O(1).
-  time_point expiry() const noexcept { return service_->expiry(impl_); }
+  time_point expiry() const noexcept { return object_.impl().expiry(); }
 
   // Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
   // re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
   void expires_at(const time_point& t) {
     // The common push later touches only the expiry and its floor, not the service: one cache line.
-    if (!impl_.try_move_later(t)) service_->move_expiry(impl_, t);
+    if (!object_.impl().try_move_later(t)) object_.service().move_expiry(object_.impl(), t);
   }
 
   // The same, `d` from now (any duration type, saturating; a negative `d` is due at once).
   template <typename Rep, typename Period>
-  void expires_after(const std::chrono::duration<Rep, Period>& d) { expires_at(detail::saturating_add(Clock::now(), d)); }
+  void expires_after(const std::chrono::duration<Rep, Period>& d) {
+    expires_at(detail::saturating_add(Clock::now(), d));
+  }
 
   // Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
-  std::size_t cancel() { return service_->cancel(impl_); }
+  std::size_t cancel() { return object_.service().cancel(object_.impl()); }
 
   // Completes with void(error_code) when the deadline passes (success), or operation_aborted on cancel()
   // or destruction. O(log N) for the first wait or bound operation, O(attached) after.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(error_code)>(initiate_async_wait(this), token);
+    return object_.async_wait(std::forward<WaitToken>(token));
   }
 
   // A completion token for any Asio operation supporting per-operation cancellation: the operation is
@@ -132,25 +124,7 @@ class basic_deadline {
   template <typename, typename>
   friend class deadline_bound_token;
 
-  class initiate_async_wait {
-   public:
-    using executor_type = Executor;
-    explicit initiate_async_wait(basic_deadline* self) noexcept : self_(self) {}
-    executor_type get_executor() const noexcept { return self_->executor_.get(); }
-    template <typename WaitHandler>
-    void operator()(WaitHandler&& handler) const {
-      self_->executor_.with([&](const auto& ex) {
-        self_->service_->async_wait(self_->impl_, std::forward<WaitHandler>(handler), ex);
-      });
-    }
-
-   private:
-    basic_deadline* self_;
-  };
-
-  service_type* service_;
-  detail::compact_executor<executor_type> executor_;
-  typename service_type::implementation_type impl_;
+  detail::timer_object<Clock, WaitTraits, Executor> object_;
 };
 
 // The deadline most code wants: std::chrono::steady_clock, any_io_executor.
@@ -174,9 +148,9 @@ class deadline_bound_token {
     registrar(Deadline* d, asio::cancellation_type type) noexcept : deadline_(d), type_(type) {}
     template <typename Executor>
     service_type& service_for(const Executor&) const noexcept {
-      return *deadline_->service_;
+      return deadline_->object_.service();
     }
-    error_code add(service_type& s, detail::wait_op& entry) const { return s.attach(deadline_->impl_, entry); }
+    error_code add(service_type& s, detail::wait_op& entry) const { return s.attach(deadline_->object_.impl(), entry); }
     asio::cancellation_type type() const noexcept { return type_; }
 
    private:

@@ -3,6 +3,7 @@
 #define TOCK_ERROR_HPP
 
 #include <boost/system/error_code.hpp>
+
 #include <type_traits>
 
 namespace tock {
@@ -19,9 +20,7 @@ enum class error {
 // The category of tock::error. Thread-safe; the object lives for the whole program.
 const boost::system::error_category& error_category() noexcept;
 
-inline error_code make_error_code(error e) noexcept {
-  return error_code(static_cast<int>(e), error_category());
-}
+inline error_code make_error_code(error e) noexcept { return error_code(static_cast<int>(e), error_category()); }
 
 }  // namespace tock
 

@@ -2,6 +2,7 @@
 #ifndef TOCK_MANUAL_CLOCK_HPP
 #define TOCK_MANUAL_CLOCK_HPP
 
+#include <tock/detail/block_pool.hpp>
 #include <tock/detail/driver.hpp>
 
 #include <boost/asio/error.hpp>
@@ -18,6 +19,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace tock {
@@ -58,6 +61,7 @@ struct manual_clock {
     std::atomic<rep> now{0};
     std::mutex mutex;
     std::vector<detail::manual_driver*> armed;  // drivers with a pending wait
+    std::size_t drivers = 0;                    // armed has room for all of them
   };
 
   static registry& state() noexcept {
@@ -71,74 +75,84 @@ namespace detail {
 // The driver of a service on manual_clock: instead of an Asio timer it registers with the clock, which
 // posts its handler to the context when advance() reaches the armed time. While armed it holds outstanding
 // work on the context, as a pending Asio timer wait does, and a superseded or cancelled wait completes with
-// operation_aborted, as with Asio.
+// operation_aborted, as with Asio. Every arming ends in exactly one post (fired or aborted), whose memory
+// arm() reserves, so that cancel() and advance() never allocate.
 class manual_driver {
   using work_guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+  using handler_type = std::function<void(const boost::system::error_code&)>;
 
  public:
-  explicit manual_driver(const boost::asio::io_context::executor_type& ex) : ex_(ex) {}
+  explicit manual_driver(const boost::asio::io_context::executor_type& ex) : ex_(ex) {
+    auto& r = manual_clock::state();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.armed.reserve(++r.drivers);  // a place in `armed` for each driver: arming never allocates there
+  }
   ~manual_driver() {
     auto& r = manual_clock::state();
     std::lock_guard<std::mutex> lock(r.mutex);
     if (handler_) r.armed.erase(std::find(r.armed.begin(), r.armed.end(), this));
+    --r.drivers;
   }
   manual_driver(const manual_driver&) = delete;
   manual_driver& operator=(const manual_driver&) = delete;
 
-  std::size_t expires_at(const manual_clock::time_point& t) {
-    const std::size_t n = cancel();
-    at_ = t;
-    return n;
-  }
-
+  // As asio_driver::arm. Throws std::bad_alloc with nothing changed.
   template <typename Handler>
-  void async_wait(Handler handler) {
+  void arm(const manual_clock::time_point& t, Handler handler) {
     auto& r = manual_clock::state();
     std::lock_guard<std::mutex> lock(r.mutex);
-    // What may throw comes first, so that a failure leaves the driver as it was.
-    r.armed.reserve(r.armed.size() + 1);
-    auto work = std::make_unique<work_guard>(ex_);
-    std::function<void(const boost::system::error_code&)> h(std::move(handler));
+    memory_.reserve(handler_ ? 2 : 1);  // the superseded wait's post, and this one's
+    handler_type h(std::move(handler));
     drop_locked(r);
+    at_ = t;
     handler_ = std::move(h);
-    work_ = std::move(work);
+    work_.emplace(ex_);
     r.armed.push_back(this);
     if (!(manual_clock::now() < at_)) fire_locked(r);
   }
 
-  std::size_t cancel() {
+  void cancel() noexcept {
     auto& r = manual_clock::state();
     std::lock_guard<std::mutex> lock(r.mutex);
-    return drop_locked(r);
+    drop_locked(r);
   }
+
+  std::size_t fallbacks() const { return memory_.fallbacks(); }
 
  private:
   friend struct tock::manual_clock;
 
+  // What the driver posts: the handler and its error, in the driver's reserved memory.
+  struct completion {
+    using allocator_type = block_pool::allocator<void>;
+    handler_type handler;
+    boost::system::error_code ec;
+    block_pool* memory;
+    allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
+    void operator()() { handler(ec); }
+  };
+
   // Takes this driver out of the armed list and completes its pending wait with operation_aborted, as an
   // Asio timer does: the posted completion keeps the context's work count up, so that the service can
   // re-arm (or post its own completions) before run() could see no work. Under the registry's lock.
-  std::size_t drop_locked(manual_clock::registry& r) {
-    if (!handler_) return 0;
-    complete_locked(r, boost::asio::error::operation_aborted);
-    return 1;
+  void drop_locked(manual_clock::registry& r) noexcept {
+    if (handler_) complete_locked(r, boost::asio::error::operation_aborted);
   }
 
   // Posts the handler: the wait is over. Under the registry's lock.
-  void fire_locked(manual_clock::registry& r) { complete_locked(r, boost::system::error_code()); }
+  void fire_locked(manual_clock::registry& r) noexcept { complete_locked(r, boost::system::error_code()); }
 
-  // The handler is copied into the post, so that a post that throws leaves the wait pending.
-  void complete_locked(manual_clock::registry& r, const boost::system::error_code& ec) {
-    boost::asio::post(ex_, [h = handler_, ec] { h(ec); });
-    handler_ = nullptr;
+  void complete_locked(manual_clock::registry& r, const boost::system::error_code& ec) noexcept {
+    boost::asio::post(ex_, completion{std::exchange(handler_, nullptr), ec, &memory_});  // reserved: no throw
     r.armed.erase(std::find(r.armed.begin(), r.armed.end(), this));
     work_.reset();  // after the post, which holds work of its own
   }
 
   boost::asio::io_context::executor_type ex_;
+  block_pool memory_;  // its posts are destroyed at the context's shutdown, before the service that owns this
   manual_clock::time_point at_{};
-  std::function<void(const boost::system::error_code&)> handler_;
-  std::unique_ptr<work_guard> work_;
+  handler_type handler_;
+  std::optional<work_guard> work_;
 };
 
 template <typename WaitTraits>
@@ -152,11 +166,10 @@ inline void manual_clock::advance_to(time_point t) {
   registry& r = state();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!(now() < t)) return;
-  // fire_locked() erases from `armed`: walk a copy, taken before the time moves (it may throw).
-  const std::vector<detail::manual_driver*> armed = r.armed;
   r.now.store(t.time_since_epoch().count(), std::memory_order_release);
-  for (detail::manual_driver* d : armed)
-    if (!(t < d->at_)) d->fire_locked(r);
+  // Backwards, as fire_locked() takes the driver out of `armed`; nothing here allocates (see manual_driver).
+  for (std::size_t i = r.armed.size(); i-- > 0;)
+    if (!(t < r.armed[i]->at_)) r.armed[i]->fire_locked(r);
 }
 
 }  // namespace tock

@@ -19,31 +19,32 @@ namespace tock {
 // The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline.
 namespace detail {
 
-// When a timed operation's deadline is: `after` its initiation, or `at` a fixed time.
+// When a timed operation's deadline is: `after` its initiation, or `at` a fixed time, on `Clock`.
+template <typename Clock>
 struct timeout_spec {
-  std::optional<std::chrono::steady_clock::duration> after;
-  std::chrono::steady_clock::time_point at;
+  std::optional<typename Clock::duration> after;
+  typename Clock::time_point at;
   asio::cancellation_type type;
 
-  std::chrono::steady_clock::time_point deadline() const {
-    return after ? saturating_add(std::chrono::steady_clock::now(), *after) : at;
-  }
+  typename Clock::time_point deadline() const { return after ? saturating_add(Clock::now(), *after) : at; }
 };
 
 }  // namespace detail
 
-// The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline.
-template <typename Token>
+// The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline on `Clock` (the
+// service of that clock on the operation's context keeps it: tock::manual_clock for tests in virtual time).
+template <typename Token, typename Clock = std::chrono::steady_clock>
 class timeout_t {
  public:
-  timeout_t(Token token, const detail::timeout_spec& spec) : token_(std::move(token)), spec_(spec) {}
+  using clock_type = Clock;
+  timeout_t(Token token, const detail::timeout_spec<Clock>& spec) : token_(std::move(token)), spec_(spec) {}
 
   Token& token() noexcept { return token_; }
-  const detail::timeout_spec& spec() const noexcept { return spec_; }
+  const detail::timeout_spec<Clock>& spec() const noexcept { return spec_; }
 
  private:
   Token token_;
-  detail::timeout_spec spec_;
+  detail::timeout_spec<Clock> spec_;
 };
 
 // Ties an operation to a deadline `d` after its initiation: if the deadline passes first, a cancellation of
@@ -51,52 +52,55 @@ class timeout_t {
 // if the operation completes first, the deadline is removed. The user's own cancellation slot still works.
 // Costs one heap entry and one allocation (through the handler's allocator); no timer object. The operation
 // must support per-operation cancellation of `type`; on a context run by several threads, bind its handler
-// to a strand (cancellation signals are not thread-safe in Asio). A negative `d` times out at once.
-template <typename Token, typename Rep, typename Period>
-timeout_t<std::decay_t<Token>> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,
-                                       asio::cancellation_type type = asio::cancellation_type::terminal) {
-  using duration = std::chrono::steady_clock::duration;
-  return timeout_t<std::decay_t<Token>>(std::forward<Token>(token),
-                                        detail::timeout_spec{detail::saturating_cast<duration>(d), {}, type});
+// to a strand (cancellation signals are not thread-safe in Asio). A negative `d` times out at once. On
+// another clock: tock::timeout<tock::manual_clock>(d, token).
+template <typename Clock = std::chrono::steady_clock, typename Token, typename Rep, typename Period>
+timeout_t<std::decay_t<Token>, Clock> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,
+                                              asio::cancellation_type type = asio::cancellation_type::terminal) {
+  using duration = typename Clock::duration;
+  return timeout_t<std::decay_t<Token>, Clock>(
+      std::forward<Token>(token), detail::timeout_spec<Clock>{detail::saturating_cast<duration>(d), {}, type});
 }
 
-// The same with an absolute deadline.
-template <typename Token, typename Duration>
-timeout_t<std::decay_t<Token>> timeout_at(const std::chrono::time_point<std::chrono::steady_clock, Duration>& t,
-                                          Token&& token,
-                                          asio::cancellation_type type = asio::cancellation_type::terminal) {
-  using time_point = std::chrono::steady_clock::time_point;
-  const time_point at(detail::saturating_cast<time_point::duration>(t.time_since_epoch()));
-  return timeout_t<std::decay_t<Token>>(std::forward<Token>(token), detail::timeout_spec{std::nullopt, at, type});
+// The same with an absolute deadline, on the time point's clock.
+template <typename Token, typename Clock, typename Duration>
+timeout_t<std::decay_t<Token>, Clock> timeout_at(const std::chrono::time_point<Clock, Duration>& t, Token&& token,
+                                                 asio::cancellation_type type = asio::cancellation_type::terminal) {
+  using time_point = typename Clock::time_point;
+  const time_point at(detail::saturating_cast<typename time_point::duration>(t.time_since_epoch()));
+  return timeout_t<std::decay_t<Token>, Clock>(std::forward<Token>(token),
+                                               detail::timeout_spec<Clock>{std::nullopt, at, type});
 }
 
 namespace detail {
 
 // Computes the deadline when the operation is really initiated (with asio::deferred, that is when the
 // deferred operation is invoked, not when the token was made).
+template <typename Clock>
 class timeout_registrar {
  public:
-  using link_type = sleep_op_base;
+  using link_type = sleep_entry;
+  using service_type = basic_timer_service<Clock>;
 
-  explicit timeout_registrar(const timeout_spec& spec) noexcept : spec_(spec) {}
+  explicit timeout_registrar(const timeout_spec<Clock>& spec) noexcept : spec_(spec) {}
 
   template <typename Executor>
-  timer_service& service_for(const Executor& ex) const {
-    return timer_service::of(ex);
+  service_type& service_for(const Executor& ex) const {
+    return service_type::of(ex);
   }
-  error_code add(timer_service& s, sleep_op_base& entry) const { return s.schedule(entry, spec_.deadline()); }
+  error_code add(service_type& s, sleep_entry& entry) const { return s.schedule(entry, spec_.deadline()); }
   asio::cancellation_type type() const noexcept { return spec_.type; }
 
  private:
-  timeout_spec spec_;
+  timeout_spec<Clock> spec_;
 };
 
-template <typename Token>
-struct timed_token_traits<timeout_t<Token>> {
+template <typename Token, typename Clock>
+struct timed_token_traits<timeout_t<Token, Clock>> {
   using inner_type = Token;
-  using registrar_type = timeout_registrar;
-  static registrar_type registrar(timeout_t<Token>& t) noexcept { return registrar_type(t.spec()); }
-  static Token&& take_inner(timeout_t<Token>& t) noexcept { return std::move(t.token()); }
+  using registrar_type = timeout_registrar<Clock>;
+  static registrar_type registrar(timeout_t<Token, Clock>& t) noexcept { return registrar_type(t.spec()); }
+  static Token&& take_inner(timeout_t<Token, Clock>& t) noexcept { return std::move(t.token()); }
 };
 
 }  // namespace detail
@@ -104,8 +108,8 @@ struct timed_token_traits<timeout_t<Token>> {
 
 // Asio's adapters compose from outside too: bind_cancellation_slot(slot, timeout(d, h)) is
 // timeout(d, bind_cancellation_slot(slot, h)); likewise bind_executor, bind_allocator, redirect_error, as_tuple.
-template <typename Token, typename Signature, typename... Signatures>
-struct boost::asio::async_result<tock::timeout_t<Token>, Signature, Signatures...>
-    : tock::detail::timed_async_result<tock::timeout_t<Token>, Signature, Signatures...> {};
+template <typename Token, typename Clock, typename Signature, typename... Signatures>
+struct boost::asio::async_result<tock::timeout_t<Token, Clock>, Signature, Signatures...>
+    : tock::detail::timed_async_result<tock::timeout_t<Token, Clock>, Signature, Signatures...> {};
 
 #endif

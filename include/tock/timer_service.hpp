@@ -2,10 +2,11 @@
 #ifndef TOCK_TIMER_SERVICE_HPP
 #define TOCK_TIMER_SERVICE_HPP
 
-#include <tock/detail/deadline_heap.hpp>
-#include <tock/detail/driver.hpp>
 #include <tock/detail/io_context_of.hpp>
+#include <tock/detail/service_core.hpp>
+#include <tock/detail/timer_driver.hpp>
 #include <tock/detail/timer_node.hpp>
+#include <tock/detail/timer_queue.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
@@ -13,7 +14,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
@@ -39,11 +39,18 @@ namespace tock {
 
 namespace asio = boost::asio;
 
+namespace detail {
+// Bumped whenever a timer service is destroyed: thread-local lookups of services made before are stale.
+inline std::atomic<std::uint64_t> service_epoch{1};
+}  // namespace detail
+
 // The timer service of one io_context for one clock: every tock timer and sleep on that context waits in
-// its heap, and one Asio timer (the driver) wakes it at the earliest deadline. Found with
-// asio::use_service or basic_timer_service::of(executor); an io_context creates at most one per clock.
+// its queue (detail/timer_queue.hpp), and one Asio timer (the driver, detail/timer_driver.hpp) wakes it at
+// the earliest deadline. This layer holds the lock, allocates the operations, hooks their cancellation
+// slots, defers aborted completions (detail/service_core.hpp) and is the API. Found with asio::use_service or
+// basic_timer_service::of(executor); an io_context creates at most one per clock.
 //
-// Thread safety: every member may be called from any thread; one mutex guards the heap, the driver and
+// Thread safety: every member may be called from any thread; one mutex guards the queue, the driver and
 // every timer's waits. A wait's handler always runs through its associated executor, never under the lock.
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>>
 class basic_timer_service : public asio::execution_context::service {
@@ -58,7 +65,8 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Called by asio::use_service<basic_timer_service>(io_context&).
   explicit basic_timer_service(asio::io_context& ctx)
-      : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)), driver_(ctx.get_executor()) {}
+      : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
+        driver_(*core_, queue_) {}
 
   ~basic_timer_service() override { detail::service_epoch.fetch_add(1, std::memory_order_acq_rel); }
 
@@ -95,71 +103,39 @@ class basic_timer_service : public asio::execution_context::service {
   // Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).
   std::size_t pending() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
-    return heap_waits_ + parked_waits_;
+    return queue_.pending();
   }
 
   // The most heap slots (timers with waits, plus sleeps) the service holds; a wait past it completes with
   // tock::error::capacity_exceeded. O(1).
   std::size_t capacity() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
-    return capacity_;
+    return queue_.capacity();
   }
 
   // Sets capacity(), clamped to what the heap can index. Waits already pending are kept. O(1).
   void set_capacity(std::size_t n) {
     std::lock_guard<std::mutex> lock(core_->mutex());
-    capacity_ = n < detail::heap_node::max_position ? n : detail::heap_node::max_position;
+    queue_.set_capacity(n);
   }
 
-  // Checks the heap and the accounting against each other, for tests. O(N).
+  // Checks the queue, the driver and the accounting against each other, for tests. O(N).
   bool invariants_hold() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
-    if (!heap_.valid()) return false;
-    std::size_t in_heap = 0;
-    std::size_t lingering = 0;
-    for (std::size_t i = 0; i < heap_.size(); ++i) {
-      const detail::heap_node* n = heap_.at(i).node;
-      if (!n->is_timer) {
-        ++in_heap;
-      } else {
-        const auto& t = *implementation_type::from_node(const_cast<detail::heap_node*>(n));
-        // A timer with waits is keyed no later than its expiry; one without waits may linger with any key
-        // until it surfaces (its next wait re-keys it).
-        if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry() || t.expiry() == time_point::max())) return false;
-        in_heap += t.ring.waiting;
-        lingering += t.ring.waiting == 0;
-      }
-    }
-    std::size_t parked = 0;
-    for (std::size_t i = 0; i < parked_.size(); ++i) {
-      const detail::heap_node* n = parked_[i];
-      if (n->position != (detail::heap_node::parked_flag | i)) return false;
-      parked += n->is_timer ? implementation_type::from_node(const_cast<detail::heap_node*>(n))->ring.waiting : 1;
-    }
-    const bool driver_ok = (heap_waits_ == 0) == (armed_at_ == time_point::max()) || shut_down_ || firing_;
-    return in_heap == heap_waits_ && parked == parked_waits_ && lingering == lingering_ && driver_ok &&
-           !idle_work_;
+    return queue_.valid() && driver_.valid_locked() && !idle_work_ && core_->drain_fallbacks() == 0;
   }
 
   // --- The implementation of basic_timer. Each is O(log N) unless noted; `impl` is not shared between
-  // threads without synchronisation (as for Asio's timers), the service itself may be.
+  // threads without synchronisation (as for Asio's timers), the service itself may be. Calls that only take
+  // waits out never allocate and never throw.
 
   void construct(implementation_type&) noexcept {}
 
   // Aborts the timer's waits (operation_aborted) and removes it from the heap.
-  void destroy(implementation_type& impl) {
-    idle_work idle(*this);
-    drain_request drain;
-    {
-      std::lock_guard<std::mutex> lock(core_->mutex());
-      take_waits_locked(impl, static_cast<std::size_t>(-1), drain);
-      if (impl.node.in_heap()) {
-        heap_.remove(impl.node);
-        --lingering_;
-      }
-      idle.collect_locked();
-    }
-    drain.post(*core_);
+  void destroy(implementation_type& impl) noexcept {
+    locked_section section(*this);
+    take_waits_locked(section, impl, static_cast<std::size_t>(-1));
+    queue_.remove_timer(impl);
   }
 
   // Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
@@ -167,16 +143,7 @@ class basic_timer_service : public asio::execution_context::service {
   void move_construct(implementation_type& to, implementation_type& from,
                       const time_point& from_expiry = time_point()) noexcept {
     std::lock_guard<std::mutex> lock(core_->mutex());
-    to.set_expiry(from.expiry());
-    from.set_expiry(from_expiry);
-    to.ring.take_from(from.ring);
-    to.node.seq = from.node.seq;
-    to.node.position = from.node.position;
-    if (from.node.in_heap())
-      heap_.relocate(from.node, to.node);
-    else if (from.node.parked())
-      parked_[from.node.position & ~detail::heap_node::parked_flag] = &to.node;
-    from.node.position = detail::heap_node::nowhere;
+    queue_.move_timer(to, from, from_expiry);
   }
 
   time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry(); }
@@ -184,25 +151,24 @@ class basic_timer_service : public asio::execution_context::service {
   // Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
   // expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
   // the next wait starts.
-  std::size_t expires_at(implementation_type& impl, const time_point& t) {
-    idle_work idle(*this);
-    drain_request drain;
-    std::size_t n;
-    {
-      std::lock_guard<std::mutex> lock(core_->mutex());
-      n = take_waits_locked(impl, static_cast<std::size_t>(-1), drain);
-      impl.set_expiry(t);
-      idle.collect_locked();
-    }
-    drain.post(*core_);
+  std::size_t expires_at(implementation_type& impl, const time_point& t) noexcept {
+    locked_section section(*this);
+    const std::size_t n = take_waits_locked(section, impl, static_cast<std::size_t>(-1));
+    impl.set_expiry(t);
     return n;
   }
 
   // Aborts every pending wait, including one that fired but whose handler has not run. Returns the count.
-  std::size_t cancel(implementation_type& impl) { return cancel_some(impl, static_cast<std::size_t>(-1)); }
+  std::size_t cancel(implementation_type& impl) noexcept {
+    locked_section section(*this);
+    return take_waits_locked(section, impl, static_cast<std::size_t>(-1));
+  }
 
   // Aborts the oldest pending wait. Returns 0 or 1.
-  std::size_t cancel_one(implementation_type& impl) { return cancel_some(impl, 1); }
+  std::size_t cancel_one(implementation_type& impl) noexcept {
+    locked_section section(*this);
+    return take_waits_locked(section, impl, 1);
+  }
 
   // Blocks the calling thread until the expiry has passed.
   void wait(implementation_type& impl, error_code& ec) {
@@ -214,38 +180,17 @@ class basic_timer_service : public asio::execution_context::service {
     ec = error_code();
   }
 
-  // Starts a wait on a timer. One allocation through the handler's associated allocator.
+  // Starts a wait on a timer. One allocation through the handler's associated allocator; throws
+  // std::bad_alloc with nothing changed.
   template <typename Handler, typename IoExecutor>
   void async_wait(implementation_type& impl, Handler&& handler, const IoExecutor& io_ex) {
-    using handler_type = std::decay_t<Handler>;
-    const auto ex = asio::get_associated_executor(handler, io_ex);
-    if (runs_in_context(ex)) {
-      using op = detail::timer_wait_op<handler_type, detail::run_in_context>;
-      start_wait(impl, detail::allocate_op<op>(std::forward<Handler>(handler), detail::run_in_context{}));
-    } else {
-      using work_executor = std::decay_t<decltype(asio::prefer(ex, asio::execution::outstanding_work.tracked))>;
-      using target = detail::run_on_executor<work_executor>;
-      using op = detail::timer_wait_op<handler_type, target>;
-      start_wait(impl, detail::allocate_op<op>(std::forward<Handler>(handler),
-                                               target{asio::prefer(ex, asio::execution::outstanding_work.tracked)}));
-    }
+    start<detail::timer_wait_op>(impl, std::forward<Handler>(handler), io_ex);
   }
 
-  // Starts a wait with no timer object until `t`. One allocation through the handler's associated allocator.
+  // Starts a wait with no timer object until `t`. The same cost and guarantee.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
-    using handler_type = std::decay_t<Handler>;
-    const auto ex = asio::get_associated_executor(handler, io_ex);
-    if (runs_in_context(ex)) {
-      using op = detail::sleep_op<handler_type, detail::run_in_context>;
-      start_sleep(t, detail::allocate_op<op>(std::forward<Handler>(handler), detail::run_in_context{}));
-    } else {
-      using work_executor = std::decay_t<decltype(asio::prefer(ex, asio::execution::outstanding_work.tracked))>;
-      using target = detail::run_on_executor<work_executor>;
-      using op = detail::sleep_op<handler_type, target>;
-      start_sleep(t, detail::allocate_op<op>(std::forward<Handler>(handler),
-                                             target{asio::prefer(ex, asio::execution::outstanding_work.tracked)}));
-    }
+    start<detail::sleep_op>(t, std::forward<Handler>(handler), io_ex);
   }
 
   // Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
@@ -267,43 +212,31 @@ class basic_timer_service : public asio::execution_context::service {
 
   // Schedules an entry at `t`; it fires through its completion function (op_action::invoke, from inside the
   // context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when it
-  // could not be scheduled, in which case it will never be called.
-  error_code schedule(detail::sleep_op_base& entry, const time_point& t) {
+  // could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
+  error_code schedule(detail::sleep_entry& entry, const time_point& t) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
-    if (t == time_point::max()) {
-      reserve_parked_one();
-      park_locked(entry.node);
-      ++parked_waits_;
-      update_work_locked();
-      return error_code();
-    }
-    if (slots_in_use_locked() >= capacity_) return make_error_code(error::capacity_exceeded);
-    heap_.reserve_one();
-    entry.node.seq = next_seq_++;
-    heap_.push(entry.node, t);
-    ++heap_waits_;
-    update_driver_locked();
+    if (queue_.sleep_past_capacity(t)) return make_error_code(error::capacity_exceeded);
+    place_locked(t, entry);
     return error_code();
   }
 
   // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
-  bool unschedule(detail::sleep_op_base& entry) {
-    idle_work idle(*this);
-    std::lock_guard<std::mutex> lock(core_->mutex());
-    const bool removed = unschedule_locked(entry);
-    idle.collect_locked();
-    return removed;
+  bool unschedule(detail::sleep_entry& entry) noexcept {
+    locked_section section(*this);
+    return queue_.unschedule(entry);
   }
 
   // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1) (the
-  // timer is re-keyed when its old key surfaces); an earlier one is O(log N).
+  // timer is re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
+  // (arming the driver) with nothing changed.
   void move_expiry(implementation_type& impl, const time_point& t) {
     if (impl.try_move_later(t)) return;  // the common idle-timeout push: no lock, no heap
-    idle_work idle(*this);
-    std::lock_guard<std::mutex> lock(core_->mutex());
-    move_expiry_locked(impl, t);
-    idle.collect_locked();
+    locked_section section(*this);
+    queue_.reserve_move(impl, t);
+    if (t == time_point::max() && impl.ring.waiting > 0) reserve_parked_work();
+    driver_.arm_for_locked(queue_.move_key(impl, t));
+    queue_.move_expiry(impl, t);
   }
 
   // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
@@ -311,51 +244,54 @@ class basic_timer_service : public asio::execution_context::service {
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
-    if (needs_slot_past_capacity_locked(impl)) return make_error_code(error::capacity_exceeded);
-    link_wait_locked(impl, entry);
+    if (queue_.wait_past_capacity(impl)) return make_error_code(error::capacity_exceeded);
+    place_locked(impl, entry);
     return error_code();
   }
 
   // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
-  bool detach(detail::wait_op& entry) {
-    idle_work idle(*this);
-    std::lock_guard<std::mutex> lock(core_->mutex());
-    const bool detached = detach_locked(entry) != unlinked::nothing;
-    idle.collect_locked();
-    return detached;
+  bool detach(detail::wait_op& entry) noexcept {
+    locked_section section(*this);
+    return queue_.detach(entry) != queue_type::unlinked::nothing;
   }
-
 
  private:
   using wait_op = detail::wait_op;
-  using heap_node = detail::heap_node;
+  using sleep_entry = detail::sleep_entry;
+  using queue_type = detail::timer_queue<time_point>;
   using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
-  using deferred_error = detail::service_core::deferred_error;
 
-  // Declared before the lock and the completions of a call that may end the last parked wait: collects the
-  // parked-work guard under the lock and drops it last, after the completions were posted.
-  class idle_work {
+  // The lock of a call that takes waits out. Once the call is done it lets the driver go if no wait is left
+  // in the heap and the parked work if none is parked, unlocks, posts the drain of the completions the call
+  // deferred, and only then drops the parked work: were the context's work count to reach zero first, it
+  // would stop with those completions still queued.
+  class locked_section {
    public:
-    explicit idle_work(basic_timer_service& s) noexcept : service_(s) {}
-    void collect_locked() noexcept { guard_ = std::move(service_.idle_work_); }
+    explicit locked_section(basic_timer_service& s) : service_(s), lock_(s.core_->mutex()) {}
+    locked_section(const locked_section&) = delete;
+    locked_section& operator=(const locked_section&) = delete;
+    ~locked_section() {
+      service_.driver_.disarm_if_idle_locked();
+      if (service_.queue_.parked_waits() == 0) service_.idle_work_ = std::move(service_.parked_work_);
+      std::unique_ptr<work_guard> idle = std::move(service_.idle_work_);
+      lock_.unlock();
+      if (drain_) service_.core_->post_drain();
+    }
+
+    template <typename Op>
+    void defer(Op& op, detail::deferred how = detail::deferred::aborted) noexcept {
+      drain_ |= service_.core_->defer_locked(op, how);
+    }
 
    private:
     basic_timer_service& service_;
-    std::unique_ptr<work_guard> guard_;
-  };
-
-  // Whether a call deferred a completion that needs a drain posted (see service_core): posted once the
-  // lock is released.
-  struct drain_request {
-    bool needed = false;
-    void post(detail::service_core& core) {
-      if (needed) core.post_drain();
-    }
+    std::unique_lock<std::mutex> lock_;
+    bool drain_ = false;
   };
 
   // The service's handler in a wait's or sleep's cancellation slot: cancels it on any type. Its constructor
   // and destructor tell the operation whether it is in the slot (see wait_handlers.hpp), so that a slot
-  // whose signal was destroyed first is never touched. Op is wait_op or detail::sleep_op_base.
+  // whose signal was destroyed first is never touched. Op is wait_op or sleep_entry.
   template <typename Op>
   class slot_cancellation {
    public:
@@ -380,12 +316,6 @@ class basic_timer_service : public asio::execution_context::service {
     Op* op_;
   };
 
-  struct driver_handler {
-    basic_timer_service* service;
-    std::uint64_t generation;
-    void operator()(const error_code&) const { service->on_driver_fired(generation); }
-  };
-
   // Destroys the handler of an operation that could not be started, when the start throws.
   template <typename Op>
   struct unstarted_op {
@@ -396,447 +326,107 @@ class basic_timer_service : public asio::execution_context::service {
     }
   };
 
-  template <typename Op>
-  void start_wait(implementation_type& impl, Op* op) {
-    unstarted_op<detail::wait_op> guard{op, *core_};
+  // Allocates the operation (of kind Op: timer_wait_op or sleep_op) for a handler, with the handler's
+  // executor as its target unless that is the context's own, and starts it at `where` (a timer, or a time).
+  template <template <typename, typename> class Op, typename Where, typename Handler, typename IoExecutor>
+  void start(Where& where, Handler&& handler, const IoExecutor& io_ex) {
+    using handler_type = std::decay_t<Handler>;
+    const auto ex = asio::get_associated_executor(handler, io_ex);
+    if (runs_in_context(ex)) {
+      using op = Op<handler_type, detail::run_in_context>;
+      start_op(where, detail::allocate_op<op>(std::forward<Handler>(handler), detail::run_in_context{}));
+    } else {
+      auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
+      using target = detail::run_on_executor<decltype(work)>;
+      using op = Op<handler_type, target>;
+      start_op(where, detail::allocate_op<op>(std::forward<Handler>(handler), target{std::move(work)}));
+    }
+  }
+
+  template <typename Where, typename Op>
+  void start_op(Where& where, Op* op) {
+    using base = std::conditional_t<std::is_base_of_v<wait_op, Op>, wait_op, sleep_entry>;
+    unstarted_op<base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<slot_cancellation<wait_op>>(this, op);
+    if (slot.is_connected()) slot.template emplace<slot_cancellation<base>>(this, op);
 
     std::unique_lock<std::mutex> lock(core_->mutex());
-    if (shut_down_) {
+    if (shut_down_) return;  // Asio's rule after shutdown: the handler is destroyed (unlocked), never invoked
+    if (past_capacity_locked(where)) {
+      // Refused: it completes with capacity_exceeded from the context.
+      const bool post = core_->defer_locked(static_cast<base&>(*std::exchange(guard.op, nullptr)),
+                                            detail::deferred::capacity_exceeded);
       lock.unlock();
-      return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
-    }
-    if (needs_slot_past_capacity_locked(impl)) {
-      refuse_locked(guard, lock);
+      if (post) core_->post_drain();
       return;
     }
-    link_wait_locked(impl, *op);
+    place_locked(where, static_cast<base&>(*op));
     guard.op = nullptr;
   }
 
-  // Refuses a wait that found no heap slot: it completes with capacity_exceeded from the context. Throws
-  // only while `guard` still owns the operation.
-  template <typename Op>
-  void refuse_locked(unstarted_op<Op>& guard, std::unique_lock<std::mutex>& lock) {
-    core_->reserve_deferred_locked(1);
-    Op* op = std::exchange(guard.op, nullptr);
-    const bool post = core_->defer_locked(*op, deferred_error::capacity_exceeded);
-    lock.unlock();
-    if (post) core_->post_drain();
-  }
+  bool past_capacity_locked(const implementation_type& impl) const noexcept { return queue_.wait_past_capacity(impl); }
+  bool past_capacity_locked(const time_point& t) const noexcept { return queue_.sleep_past_capacity(t); }
 
-  // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
-  // the sequence number of its oldest waiting wait, and is re-sifted when that wait leaves. O(log N), and
-  // only for timers with several waits. A timer keyed earlier than its expiry (a lazy key) is re-sequenced
-  // when it surfaces instead, as its key only ranks it then.
-  void resequence_locked(implementation_type& impl) noexcept {
-    const std::uint32_t seq = impl.ring.first_waiting()->seq;
-    if (impl.node.seq == (seq & 0x7FFF'FFFFu)) return;
-    const time_point key = heap_.key_of(impl.node);
-    if (key < impl.expiry()) return;
-    impl.node.seq = seq;
-    heap_.rekey(impl.node, key);
-  }
-
-  // Heap slots held by waits: timers left in the heap without waits (see take_waits_locked) do not count,
-  // since they leave when they surface or when their next wait starts.
-  std::size_t slots_in_use_locked() const noexcept { return heap_.size() - lingering_; }
-
-  void move_expiry_locked(implementation_type& impl, const time_point& t) {
-    impl.set_expiry(t);
-    if (impl.ring.waiting == 0) return;  // placed when a wait starts
-    const std::size_t n = impl.ring.waiting;
-    if (t == time_point::max()) {
-      if (impl.node.parked()) return;
-      reserve_parked_one();
-      heap_.remove(impl.node);
-      heap_waits_ -= n;
-      park_locked(impl.node);
-      parked_waits_ += n;
-      update_driver_locked();
-      update_work_locked();
-    } else if (impl.node.parked()) {
-      heap_.reserve_one();
-      unpark_locked(impl.node);
-      parked_waits_ -= n;
-      impl.node.seq = impl.ring.first_waiting()->seq;
-      heap_.push(impl.node, t);
-      heap_waits_ += n;
-      update_work_locked();
-      update_driver_locked();
-    } else if (!(heap_.key_of(impl.node) < t)) {
-      impl.node.seq = impl.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
-      heap_.rekey(impl.node, t);
-      update_driver_locked();
-    }
-  }
-
-  enum class unlinked { nothing, due, waiting };
-
-  // Takes a wait out of whatever ring it is in, and says what it was: already gone, fired but not yet run,
-  // or still waiting. O(waits of its timer).
-  unlinked detach_locked(detail::wait_op& entry) {
-    if (entry.next == nullptr) return unlinked::nothing;
-    detail::wait_op** link = nullptr;
-    detail::wait_ring& ring = detail::wait_ring::ring_of(entry, link);
-    const bool was_due = ring.index_of(entry) < ring.due;
-    detail::wait_ring::unlink(link, entry);
-    if (was_due) {
-      --ring.due;
-      return unlinked::due;
-    }
-    --ring.waiting;
-    waits_left_locked(timer_of(ring), 1);
-    return unlinked::waiting;
-  }
-
-  // A new wait would need a heap slot for the timer, and none is left.
-  bool needs_slot_past_capacity_locked(const implementation_type& impl) const noexcept {
-    return !impl.node.in_heap() && !impl.node.parked() && impl.expiry() != time_point::max() &&
-           slots_in_use_locked() >= capacity_;
-  }
-
-  // Links a wait into a timer's ring and places the timer: parked at time_point::max(), else in the heap.
+  // Places a wait or an entry: the memory first, then the driver (see timer_driver.hpp), then the queue.
   // Throws only before anything changed.
-  void link_wait_locked(implementation_type& impl, wait_op& op) {
-    if (impl.expiry() == time_point::max()) {
-      reserve_parked_one();
-      op.seq = next_seq_++;
-      impl.ring.push_back(op);
-      if (impl.node.in_heap()) {
-        heap_.remove(impl.node);
-        --lingering_;
-        update_driver_locked();
-      }
-      if (!impl.node.parked()) park_locked(impl.node);
-      ++parked_waits_;
-      update_work_locked();
-      return;
-    }
-    heap_.reserve_one();
-    const bool first = impl.ring.waiting == 0;
-    op.seq = next_seq_++;
-    impl.ring.push_back(op);
-    ++heap_waits_;
-    // A timer ranks among equal deadlines by its oldest waiting wait (see resequence_locked).
-    if (!first) return;
-    if (impl.node.in_heap()) {
-      --lingering_;
-      // Left in the heap by an earlier wait (a cancel or reset). A key earlier than the expiry stays, heap
-      // untouched: it is re-keyed, with this wait's sequence number, when it surfaces. Otherwise move it up.
-      if (!(heap_.key_of(impl.node) < impl.expiry())) {
-        impl.node.seq = op.seq;
-        heap_.rekey(impl.node, impl.expiry());
-      }
-    } else {
-      impl.node.seq = op.seq;
-      heap_.push(impl.node, impl.expiry());
-    }
-    update_driver_locked();
+  void place_locked(implementation_type& impl, wait_op& op) {
+    queue_.reserve_wait(impl);
+    if (impl.expiry() == time_point::max()) reserve_parked_work();
+    driver_.arm_for_locked(queue_.wait_key(impl));
+    queue_.link_wait(impl, op);
   }
-
-  template <typename Op>
-  void start_sleep(const time_point& t, Op* op) {
-    unstarted_op<detail::sleep_op_base> guard{op, *core_};
-    auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<slot_cancellation<detail::sleep_op_base>>(this, op);
-
-    std::unique_lock<std::mutex> lock(core_->mutex());
-    if (shut_down_) {
-      lock.unlock();
-      return;  // Asio's rule after shutdown: the handler is destroyed, never invoked
-    }
-    if (t == time_point::max()) {
-      reserve_parked_one();
-      guard.op = nullptr;
-      park_locked(op->node);
-      ++parked_waits_;
-      update_work_locked();
-      return;
-    }
-    if (slots_in_use_locked() >= capacity_) {
-      refuse_locked(guard, lock);
-      return;
-    }
-    heap_.reserve_one();
-    guard.op = nullptr;
-    op->node.seq = next_seq_++;
-    heap_.push(op->node, t);
-    ++heap_waits_;
-    update_driver_locked();
-  }
-
-  std::size_t cancel_some(implementation_type& impl, std::size_t limit) {
-    idle_work idle(*this);
-    drain_request drain;
-    std::size_t n;
-    {
-      std::lock_guard<std::mutex> lock(core_->mutex());
-      n = take_waits_locked(impl, limit, drain);
-      idle.collect_locked();
-    }
-    drain.post(*core_);
-    return n;
-  }
-
-  // Takes up to `limit` waits of a timer, oldest first. Fired waits whose handlers have not run are only
-  // unlinked (their runner reports them aborted); waiting ones are deferred as aborted (the caller posts
-  // the drain once the lock is released). The timer stays in the heap: a later wait will likely reuse its
-  // slot. Throws only before anything changed.
-  std::size_t take_waits_locked(implementation_type& impl, std::size_t limit, drain_request& drain) {
-    core_->reserve_deferred_locked(std::min<std::size_t>(limit, impl.ring.waiting));
-    std::size_t taken = 0;
-    std::size_t waiting_taken = 0;
-    while (taken < limit && !impl.ring.empty()) {
-      bool was_due = false;
-      wait_op& op = impl.ring.take_front(was_due);
-      if (!was_due) {
-        drain.needed |= core_->defer_locked(op, deferred_error::aborted);
-        ++waiting_taken;
-      }
-      ++taken;
-    }
-    if (waiting_taken > 0) waits_left_locked(impl, waiting_taken);
-    return taken;
-  }
-
-  // Accounts for `n` waits that left a timer's ring before firing.
-  void waits_left_locked(implementation_type& impl, std::size_t n) {
-    if (impl.node.in_heap()) {
-      heap_waits_ -= n;
-      if (impl.ring.waiting > 0) {
-        resequence_locked(impl);
-      } else {
-        ++lingering_;
-      }
-      update_driver_locked();
-    } else if (impl.node.parked()) {
-      parked_waits_ -= n;
-      if (impl.ring.waiting == 0) unpark_locked(impl.node);
-      update_work_locked();
-    }
-  }
-
-  void cancel_op(wait_op& op) {
-    idle_work idle(*this);
-    drain_request drain;
-    {
-      std::lock_guard<std::mutex> lock(core_->mutex());
-      core_->reserve_deferred_locked(1);
-      // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
-      if (detach_locked(op) == unlinked::waiting) drain.needed = core_->defer_locked(op, deferred_error::aborted);
-      idle.collect_locked();
-    }
-    drain.post(*core_);
-  }
-
-  void cancel_op(detail::sleep_op_base& op) {
-    idle_work idle(*this);
-    drain_request drain;
-    {
-      std::lock_guard<std::mutex> lock(core_->mutex());
-      core_->reserve_deferred_locked(1);
-      if (unschedule_locked(op)) drain.needed = core_->defer_locked(op, deferred_error::aborted);  // else fired
-      idle.collect_locked();
-    }
-    drain.post(*core_);
-  }
-
-  bool unschedule_locked(detail::sleep_op_base& op) {
-    if (op.node.in_heap()) {
-      heap_.remove(op.node);
-      --heap_waits_;
-      update_driver_locked();
-    } else if (op.node.parked()) {
-      unpark_locked(op.node);
-      --parked_waits_;
-      update_work_locked();
-    } else {
-      return false;
-    }
-    return true;
-  }
-
-  static implementation_type& timer_of(detail::wait_ring& ring) noexcept {
-    return *reinterpret_cast<implementation_type*>(reinterpret_cast<char*>(&ring) -
-                                                   offsetof(implementation_type, ring));
+  void place_locked(const time_point& t, sleep_entry& op) {
+    queue_.reserve_at(t);
+    if (t == time_point::max()) reserve_parked_work();
+    driver_.arm_for_locked(t);
+    queue_.push_sleep(op, t);
   }
 
   // Parked waits (expiry time_point::max()) never fire and take no heap slot, but they are outstanding
-  // work, as Asio's are: run() does not return while one is pending.
-  void park_locked(heap_node& n) {
-    n.position = static_cast<std::uint32_t>(parked_.size()) | heap_node::parked_flag;
-    parked_.push_back(&n);
-  }
-
-  // Makes room for one more parked wait, and takes the parked work if none is held yet, so that parking
-  // cannot throw. Parking follows in the same locked section.
-  void reserve_parked_one() {
-    if (parked_.size() == parked_.capacity()) parked_.reserve(parked_.empty() ? 16 : parked_.size() * 2);
+  // work, as Asio's are: run() does not return while one is pending. The work is taken before the first
+  // one parks, and let go with the last (see locked_section).
+  void reserve_parked_work() {
     if (!parked_work_) parked_work_ = std::make_unique<work_guard>(core_->context().get_executor());
   }
 
-  void unpark_locked(heap_node& n) noexcept {
-    const std::size_t i = n.position & ~heap_node::parked_flag;
-    heap_node* last = parked_.back();
-    parked_[i] = last;
-    last->position = static_cast<std::uint32_t>(i) | heap_node::parked_flag;
-    parked_.pop_back();
-    n.position = heap_node::nowhere;
+  std::size_t take_waits_locked(locked_section& section, implementation_type& impl, std::size_t limit) noexcept {
+    return queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
   }
 
-  // The parked work is taken by reserve_parked_one(); let go of it with the last parked wait.
-  void update_work_locked() noexcept {
-    if (parked_waits_ == 0 && parked_work_) {
-      // Let go only once the caller has posted its completions (see idle_work): were the work count to
-      // reach zero first, the context would stop with the aborted completion still queued.
-      idle_work_ = std::move(parked_work_);
-    }
+  // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
+  void cancel_op(wait_op& op) noexcept {
+    locked_section section(*this);
+    if (queue_.detach(op) == queue_type::unlinked::waiting) section.defer(op);
   }
 
-  // The driver is armed exactly while some wait sits in the heap, at or before the top's key. It is re-armed
-  // only when the top becomes earlier than what it is armed for; a later top is found by waking early.
-  // During a batch nothing is armed: the batch re-arms once at its end (each arming is a timerfd_settime,
-  // and the superseded wait an extra completion).
-  void update_driver_locked() {
-    if (firing_) return;
-    if (heap_waits_ == 0) {
-      if (armed_at_ != time_point::max()) {
-        armed_at_ = time_point::max();
-        driver_generation_.fetch_add(1, std::memory_order_relaxed);
-        driver_.cancel();  // so that run() can return once nothing is pending
-      }
-      return;
-    }
-    const time_point& top = heap_.top().key;
-    if (top < armed_at_) {
-      // Not armed until the new wait is in: if arming throws, the next change of the service re-arms.
-      armed_at_ = time_point::max();
-      driver_.expires_at(top);
-      driver_.async_wait(driver_handler{this, driver_generation_.fetch_add(1, std::memory_order_relaxed) + 1});
-      armed_at_ = top;
-    }
-  }
-
-  // Fires every wait that is due, in deadline order, then re-arms for what is left.
-  void on_driver_fired(std::uint64_t generation) {
-    // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock.
-    if (generation != driver_generation_.load(std::memory_order_relaxed)) return;
-    std::unique_lock<std::mutex> lock(core_->mutex());
-    if (generation != driver_generation_.load(std::memory_order_relaxed) || shut_down_) return;
-    armed_at_ = time_point::max();
-
-    // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do).
-    struct rearm {
-      basic_timer_service& service;
-      std::unique_lock<std::mutex>& lock;
-      // A failed re-arm leaves run() with its exception, unless a handler's already does.
-      ~rearm() noexcept(false) {
-        if (!lock.owns_lock()) lock.lock();
-        service.firing_ = false;
-        try {
-          service.update_driver_locked();
-        } catch (...) {
-          if (std::uncaught_exceptions() == 0) throw;
-        }
-      }
-    } guard{*this, lock};
-
-    firing_ = true;
-    const time_point now = Clock::now();
-    // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
-    // ones, wait for the next wake-up rather than starve the context.
-    std::size_t budget = heap_waits_;
-    while (budget > 0 && !heap_.empty()) {
-      const auto& top = heap_.top();
-      if (now < top.key) break;
-      heap_node& n = *top.node;
-      if (!n.is_timer) {
-        detail::sleep_op_base* op = detail::sleep_op_base::from_node(&n);
-        heap_.remove(n);
-        --heap_waits_;
-        --budget;
-        lock.unlock();
-        op->complete(op, *core_, detail::op_action::invoke, error_code());
-        lock.lock();
-        continue;
-      }
-      implementation_type& t = *implementation_type::from_node(&n);
-      if (t.ring.waiting == 0) {  // left behind by a cancel or reset
-        heap_.remove(n);
-        --lingering_;
-        continue;
-      }
-      if (const time_point expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
-        n.seq = t.ring.first_waiting()->seq;  // see resequence_locked
-        heap_.rekey(n, expiry);
-        continue;
-      }
-      wait_op& op = t.ring.fire_first();
-      --heap_waits_;
-      --budget;
-      if (t.ring.waiting == 0) {
-        heap_.remove(n);
-      } else {
-        resequence_locked(t);
-      }
-      lock.unlock();
-      op.complete(&op, *core_, detail::op_action::invoke, error_code());
-      lock.lock();
-    }
+  void cancel_op(sleep_entry& op) noexcept {
+    locked_section section(*this);
+    if (queue_.unschedule(op)) section.defer(op);  // else it fired
   }
 
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a
   // handler's destructor may destroy a timer or start a wait (which is then destroyed too).
   void shutdown() override {
-    std::vector<detail::sleep_op_base*> sleeps;
+    std::vector<sleep_entry*> sleeps;
     std::vector<wait_op*> waits;
     {
       std::lock_guard<std::mutex> lock(core_->mutex());
       shut_down_ = true;
-      auto collect = [&](heap_node& n) {
-        n.position = heap_node::nowhere;
-        if (!n.is_timer) {
-          sleeps.push_back(detail::sleep_op_base::from_node(&n));
-          return;
-        }
-        // Fired waits stay: their runners, queued on other executors, own them.
-        implementation_type& t = *implementation_type::from_node(&n);
-        detail::wait_ring& ring = t.ring;
-        while (ring.waiting > 0) waits.push_back(&ring.take_first_waiting());
-      };
-      heap_.drain(collect);
-      for (heap_node* n : parked_) collect(*n);
-      parked_.clear();
-      heap_waits_ = 0;
-      parked_waits_ = 0;
-      lingering_ = 0;
+      queue_.clear([&](sleep_entry& op) { sleeps.push_back(&op); }, [&](wait_op& op) { waits.push_back(&op); });
       parked_work_.reset();
-      armed_at_ = time_point::max();
-      driver_generation_.fetch_add(1, std::memory_order_relaxed);
-      driver_.cancel();
+      driver_.stop_locked();
     }
-    for (detail::sleep_op_base* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
+    for (sleep_entry* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
     for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::destroy, error_code());
   }
 
   // Shared with fired waits still queued on other executors, which may outlive the service.
   std::shared_ptr<detail::service_core> core_;
-  detail::deadline_heap<time_point> heap_;
-  std::vector<heap_node*> parked_;
-  std::size_t heap_waits_ = 0;    // waits whose timer or sleep is in the heap
-  std::size_t parked_waits_ = 0;  // waits parked at time_point::max()
-  std::size_t lingering_ = 0;     // timers left in the heap with no waits
-  std::size_t capacity_ = heap_node::max_position;
-  std::uint32_t next_seq_ = 0;
+  queue_type queue_;
+  detail::timer_driver<Clock, WaitTraits> driver_;
   bool shut_down_ = false;
-  bool firing_ = false;  // the driver is running a batch: it re-arms when the batch ends
   std::unique_ptr<work_guard> parked_work_;  // held while waits are parked
-  std::unique_ptr<work_guard> idle_work_;    // no longer needed; dropped by the caller after its posts
-  typename detail::driver_for<Clock, WaitTraits>::type driver_;
-  time_point armed_at_ = time_point::max();  // max: the driver is not armed
-  std::atomic<std::uint64_t> driver_generation_{0};  // written under the lock; read first without it
+  std::unique_ptr<work_guard> idle_work_;    // no longer needed; dropped by locked_section after its posts
 };
 
 template <typename Clock, typename WaitTraits>

@@ -51,8 +51,8 @@ constexpr std::size_t big_capacity = 1u << 20;  // capacity at or above this: no
   std::fprintf(stderr, "fuzz_ops: check failed: %s (wait %d)\n", what, id);
   std::abort();
 }
-#define CHECK(cond, ...)             \
-  do {                               \
+#define CHECK(cond, ...)                     \
+  do {                                       \
     if (!(cond)) fail(#cond, ##__VA_ARGS__); \
   } while (0)
 
@@ -292,7 +292,8 @@ struct run {
     std::vector<int> r;
     for (std::size_t i = 0; i < m.waits.size(); ++i) {
       const wait_rec& w = m.waits[i];
-      if (w.k == kind::timer_wait && w.owner == t && !w.decided && !w.fuzzy && !w.done()) r.push_back(static_cast<int>(i));
+      if (w.k == kind::timer_wait && w.owner == t && !w.decided && !w.fuzzy && !w.done())
+        r.push_back(static_cast<int>(i));
     }
     return r;
   }
@@ -341,9 +342,7 @@ struct run {
           timers[t].emplace(ctx->get_executor(), timer_expiry[t]);
         timer_moved_from[t] = false;
         break;
-      case 1:
-        destroy_timer(t);
-        break;
+      case 1: destroy_timer(t); break;
       case 2: {  // move-construct into another slot
         const int to = in.ConsumeIntegralInRange<int>(0, n_timers - 1);
         if (to == t || !timers[t] || timer_moved_from[t]) break;
@@ -449,9 +448,7 @@ struct run {
         m.dl_expiry[d] = e;
         break;
       }
-      case 1:
-        destroy_deadline(d);
-        break;
+      case 1: destroy_deadline(d); break;
       case 2: {
         const int to = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
         if (to == d || !deadlines[d] || dl_moved_from[d]) break;
@@ -506,10 +503,14 @@ struct run {
 
   void move_deadline_model(int from, int to) {
     for (auto& w : m.waits) {
-      if (w.k == kind::deadline_wait && w.owner == from) w.owner = to;
-      else if (w.k == kind::deadline_wait && w.owner == to) w.owner = -1;
-      if (w.k == kind::bound_read && w.dl == from) w.dl = to;
-      else if (w.k == kind::bound_read && w.dl == to) w.dl = -1;
+      if (w.k == kind::deadline_wait && w.owner == from)
+        w.owner = to;
+      else if (w.k == kind::deadline_wait && w.owner == to)
+        w.owner = -1;
+      if (w.k == kind::bound_read && w.dl == from)
+        w.dl = to;
+      else if (w.k == kind::bound_read && w.dl == to)
+        w.dl = -1;
     }
     m.dl_expiry[to] = m.dl_expiry[from];
     // A moved-from deadline is as if constructed from its executor alone: never (time_point::max()).
@@ -588,10 +589,12 @@ struct run {
           pairs[p]->first.async_read_some(buf, deadlines[d]->bind(read_handler{guard(&m, id)}, type));
         else if (in.ConsumeBool())  // the user's slot inside the deadline's token
           pairs[p]->first.async_read_some(
-              buf, deadlines[d]->bind(asio::bind_cancellation_slot(signals[s]->slot(), read_handler{guard(&m, id)}), type));
+              buf,
+              deadlines[d]->bind(asio::bind_cancellation_slot(signals[s]->slot(), read_handler{guard(&m, id)}), type));
         else  // and outside it
           pairs[p]->first.async_read_some(
-              buf, asio::bind_cancellation_slot(signals[s]->slot(), deadlines[d]->bind(read_handler{guard(&m, id)}, type)));
+              buf,
+              asio::bind_cancellation_slot(signals[s]->slot(), deadlines[d]->bind(read_handler{guard(&m, id)}, type)));
         const std::size_t after = service().pending();
         if (after == before) {
           CHECK(capacity < big_capacity, id);
@@ -608,7 +611,8 @@ struct run {
         wait_rec& w = m.waits[id];
         const int choice = in.ConsumeIntegralInRange<int>(0, 3);
         const std::chrono::steady_clock::duration d =
-            choice == 0 ? std::chrono::hours(10) : choice == 1 ? std::chrono::steady_clock::duration(0)
+            choice == 0   ? std::chrono::hours(10)
+            : choice == 1 ? std::chrono::steady_clock::duration(0)
             : choice == 2 ? std::chrono::steady_clock::duration(-milliseconds(3))
                           : std::chrono::steady_clock::duration::max();  // saturates: parked, never fires
         if (choice == 1 || choice == 2) w.expect |= timed_out;
@@ -626,7 +630,8 @@ struct run {
           pairs[p]->first.async_read_some(buf, tock::timeout(d, read_handler{guard(&m, id)}, type));
         else
           pairs[p]->first.async_read_some(
-              buf, asio::bind_cancellation_slot(signals[s]->slot(), tock::timeout(d, read_handler{guard(&m, id)}, type)));
+              buf,
+              asio::bind_cancellation_slot(signals[s]->slot(), tock::timeout(d, read_handler{guard(&m, id)}, type)));
         const std::size_t after = steady_service().pending();
         if (after == before) {
           CHECK(steady_capacity < big_capacity, id);
@@ -674,9 +679,7 @@ struct run {
           else
             m.decide(w, aborted);
           break;
-        default:
-          w.expect |= aborted;
-          break;
+        default: w.expect |= aborted; break;
       }
       sig_emitted[s] = true;
     }
@@ -702,9 +705,7 @@ struct run {
       bool due = w.decided || w.fuzzy;
       switch (w.k) {
         case kind::timer_wait:
-        case kind::sleep:
-          due = due || (w.expiry != time_point::max() && !(now < w.expiry));
-          break;
+        case kind::sleep: due = due || (w.expiry != time_point::max() && !(now < w.expiry)); break;
         case kind::deadline_wait:
           due = due || (w.owner >= 0 && m.dl_expiry[w.owner] && *m.dl_expiry[w.owner] != time_point::max() &&
                         !(now < *m.dl_expiry[w.owner]));
@@ -713,9 +714,7 @@ struct run {
           due = (w.expect & (aborted | refused)) || m.buffered[w.owner] > 0 ||
                 (w.dl >= 0 && m.dl_expiry[w.dl] && !(now < *m.dl_expiry[w.dl]));
           break;
-        case kind::timeout_read:
-          due = (w.expect & (aborted | refused)) || m.buffered[w.owner] > 0;
-          break;
+        case kind::timeout_read: due = (w.expect & (aborted | refused)) || m.buffered[w.owner] > 0; break;
       }
       CHECK(!due, static_cast<int>(i));
     }
@@ -730,21 +729,15 @@ struct run {
     const int op = in.ConsumeIntegralInRange<int>(0, 15);
     if (op != 11 && op != 12 && op != 13) m.reset_order();
     switch (op) {
-      case 0: case 1: case 2:
-        timer_op(in.ConsumeIntegralInRange<int>(0, n_timers - 1));
-        break;
-      case 3: case 4:
-        deadline_op(in.ConsumeIntegralInRange<int>(0, n_deadlines - 1));
-        break;
-      case 5:
-        sleep_op();
-        break;
-      case 6: case 7:
-        socket_op(in.ConsumeIntegralInRange<int>(0, n_pairs - 1));
-        break;
-      case 8:
-        signal_op(in.ConsumeIntegralInRange<int>(0, n_signals - 1));
-        break;
+      case 0:
+      case 1:
+      case 2: timer_op(in.ConsumeIntegralInRange<int>(0, n_timers - 1)); break;
+      case 3:
+      case 4: deadline_op(in.ConsumeIntegralInRange<int>(0, n_deadlines - 1)); break;
+      case 5: sleep_op(); break;
+      case 6:
+      case 7: socket_op(in.ConsumeIntegralInRange<int>(0, n_pairs - 1)); break;
+      case 8: signal_op(in.ConsumeIntegralInRange<int>(0, n_signals - 1)); break;
       case 9: {
         const int c = in.ConsumeIntegralInRange<int>(0, 4);
         const std::size_t n = c == 4 ? big_capacity : static_cast<std::size_t>(c);

@@ -9,15 +9,15 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -72,9 +72,9 @@ std::size_t current_size = 0;
   std::fflush(stderr);
   std::_Exit(1);
 }
-#define CHECK(cond)            \
-  do {                         \
-    if (!(cond)) fail(#cond);  \
+#define CHECK(cond)           \
+  do {                        \
+    if (!(cond)) fail(#cond); \
   } while (0)
 
 struct wait_rec {
@@ -192,7 +192,10 @@ struct worker {
   void step() {
     const int t = in.ConsumeIntegralInRange<int>(0, 1);
     switch (in.ConsumeIntegralInRange<int>(0, 15)) {
-      case 0: timer_expiry[t] = pick_time(); timers[t].emplace(ctx.get_executor(), timer_expiry[t]); break;
+      case 0:
+        timer_expiry[t] = pick_time();
+        timers[t].emplace(ctx.get_executor(), timer_expiry[t]);
+        break;
       case 1: timers[t].reset(); break;
       case 2:
         if (timers[t] && !timers[1 - t]) {
@@ -208,8 +211,12 @@ struct worker {
       case 3:
         if (timers[t]) timers[t]->async_wait(wait_handler{guard(&m, m.add(timer_expiry[t]))});
         break;
-      case 4: if (timers[t]) timers[t]->cancel(); break;
-      case 5: if (timers[t]) timers[t]->cancel_one(); break;
+      case 4:
+        if (timers[t]) timers[t]->cancel();
+        break;
+      case 5:
+        if (timers[t]) timers[t]->cancel_one();
+        break;
       case 6:
         if (timers[t]) {
           timer_expiry[t] = pick_time();
@@ -218,24 +225,27 @@ struct worker {
         break;
       case 7: {
         const time_point e = pick_time();
-        if (!dl) dl.emplace(ctx.get_executor(), e);
-        else dl->expires_at(e);
+        if (!dl)
+          dl.emplace(ctx.get_executor(), e);
+        else
+          dl->expires_at(e);
         break;
       }
       case 8:
         if (dl) dl->async_wait(wait_handler{guard(&m, m.add(time_point::max()))});
         break;
       case 9:
-        if (dl && in.ConsumeBool()) dl->cancel(); else dl.reset();
+        if (dl && in.ConsumeBool())
+          dl->cancel();
+        else
+          dl.reset();
         break;
       case 10: {
         const time_point e = pick_time();
         tock::async_sleep_until(ctx, e, wait_handler{guard(&m, m.add(e))});
         break;
       }
-      case 11:
-        clock_type::advance(milliseconds(in.ConsumeIntegralInRange<int>(0, 4)));
-        break;
+      case 11: clock_type::advance(milliseconds(in.ConsumeIntegralInRange<int>(0, 4))); break;
       case 15:
         if (in.ConsumeBool()) {
           const char b = 'x';
@@ -248,9 +258,7 @@ struct worker {
         service_type::of(ctx.get_executor()).set_capacity(n);
         break;
       }
-      default:
-        strand_step();
-        break;
+      default: strand_step(); break;
     }
   }
 
@@ -270,8 +278,8 @@ struct worker {
           if (stimer && sig_free(s)) {
             const int id = m.add(stimer_expiry);
             sig_wait[s] = id;
-            stimer->async_wait(asio::bind_cancellation_slot(
-                signals[s].slot(), asio::bind_executor(*strand, wait_handler{guard(&m, id)})));
+            stimer->async_wait(asio::bind_cancellation_slot(signals[s].slot(),
+                                                            asio::bind_executor(*strand, wait_handler{guard(&m, id)})));
           }
           break;
         case 2:
@@ -280,27 +288,27 @@ struct worker {
           } else if (sig_free(s)) {
             const int id = m.add(e);
             sig_wait[s] = id;
-            tock::async_sleep_until(ctx, e, asio::bind_cancellation_slot(
-                signals[s].slot(), asio::bind_executor(*strand, wait_handler{guard(&m, id)})));
+            tock::async_sleep_until(ctx, e,
+                                    asio::bind_cancellation_slot(
+                                        signals[s].slot(), asio::bind_executor(*strand, wait_handler{guard(&m, id)})));
           }
           break;
-        case 3:
-          signals[s].emit(type);
-          break;
+        case 3: signals[s].emit(type); break;
         case 4:
           if (stimer) stimer->cancel();
           break;
-        case 5:
-          stimer.reset();
-          break;
+        case 5: stimer.reset(); break;
         case 6:  // a read bound to the strand's deadline
           if (sdl && !reading) {
             reading = true;
             const int id = m.add(time_point::max());
             if (sig_free(s)) {
               sig_wait[s] = id;
-              reader->async_read_some(asio::buffer(buf), asio::bind_cancellation_slot(signals[s].slot(),
-                  sdl->bind(asio::bind_executor(*strand, read_handler{guard(&m, id), &reading}), type)));
+              reader->async_read_some(
+                  asio::buffer(buf),
+                  asio::bind_cancellation_slot(
+                      signals[s].slot(),
+                      sdl->bind(asio::bind_executor(*strand, read_handler{guard(&m, id), &reading}), type)));
             } else {
               reader->async_read_some(asio::buffer(buf),
                                       sdl->bind(asio::bind_executor(*strand, read_handler{guard(&m, id), &reading})));
@@ -313,17 +321,22 @@ struct worker {
             const int id = m.add(time_point::max());
             const auto d = e == time_point::max() ? std::chrono::steady_clock::duration(0)
                                                   : std::chrono::steady_clock::duration(std::chrono::hours(10));
-            reader->async_read_some(asio::buffer(buf), tock::timeout(d, asio::bind_executor(
-                *strand, read_handler{guard(&m, id), &reading}), type));
+            reader->async_read_some(
+                asio::buffer(buf),
+                tock::timeout(d, asio::bind_executor(*strand, read_handler{guard(&m, id), &reading}), type));
           }
           break;
         case 8:
-          if (!sdl) sdl.emplace(ctx.get_executor(), e);
-          else sdl->expires_at(e);
+          if (!sdl)
+            sdl.emplace(ctx.get_executor(), e);
+          else
+            sdl->expires_at(e);
           break;
         default:
-          if (sdl && type == asio::cancellation_type::terminal) sdl->cancel();
-          else sdl.reset();
+          if (sdl && type == asio::cancellation_type::terminal)
+            sdl->cancel();
+          else
+            sdl.reset();
           break;
       }
     });
@@ -377,7 +390,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       ctx.reset();  // destroys the pending handlers (the workers' signals are still alive)
     }
   }
-  for (int i = 0; i < m->next.load(); ++i)
-    CHECK(m->waits[i].completions.load() + m->waits[i].destructions.load() == 1);
+  for (int i = 0; i < m->next.load(); ++i) CHECK(m->waits[i].completions.load() + m->waits[i].destructions.load() == 1);
   return 0;
 }

@@ -85,9 +85,7 @@ class deadline_heap {
   }
 
   // O(1): the node object moved to new memory (a timer was moved).
-  void relocate(heap_node& from, heap_node& to) noexcept {
-    entries_[from.position].node = &to;
-  }
+  void relocate(heap_node& from, heap_node& to) noexcept { entries_[from.position].node = &to; }
 
   // O(N): every entry, for shutdown. Leaves the heap empty.
   template <typename F>

@@ -8,17 +8,12 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/strand.hpp>
 
-#include <atomic>
-#include <cstdint>
 #include <stdexcept>
 #include <type_traits>
 
 namespace tock::detail {
 
 namespace asio = boost::asio;
-
-// Bumped whenever a timer service is destroyed: thread-local lookups of services made before are stale.
-inline std::atomic<std::uint64_t> service_epoch{1};
 
 // Typed executors say which context they run on; a type-erased one only says "some execution_context",
 // which cannot be down-cast (it is not polymorphic), so the executor kinds an any_io_executor usually holds

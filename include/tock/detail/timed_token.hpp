@@ -4,7 +4,7 @@
 #ifndef TOCK_DETAIL_TIMED_TOKEN_HPP
 #define TOCK_DETAIL_TIMED_TOKEN_HPP
 
-#include <tock/detail/initiate_with_deadline.hpp>
+#include <tock/detail/timed_initiation.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
@@ -22,7 +22,7 @@ namespace asio = boost::asio;
 
 // A timed token T (a tock token, or an Asio adapter around one) specialises this with
 //   using inner_type;      the token the operation completes, deadline removed (adapters kept, innermost first)
-//   using registrar_type;  where the operation's deadline entry goes (see initiate_with_deadline)
+//   using registrar_type;  where the operation's deadline entry goes (a timed_registrar, timed_initiation.hpp)
 //   static inner_type&& or inner_type take_inner(T&);  static registrar_type registrar(T&);
 template <typename T>
 struct timed_token_traits {};
@@ -53,13 +53,14 @@ struct timed_async_result
   using inner_type = typename traits::inner_type;
 
   template <typename Initiation>
-  using wrapped = initiate_with_deadline<std::decay_t<Initiation>, typename traits::registrar_type, Signature>;
+  using wrapped = timed_initiation<std::decay_t<Initiation>, typename traits::registrar_type, Signature>;
 
   // The return type is spelled out so that Asio's completion_token_for checks do not instantiate the body.
   template <typename Initiation, typename RawToken, typename... Args>
   static auto initiate(Initiation&& init, RawToken&& token, Args&&... args)
-      -> decltype(asio::async_initiate<inner_type, Signature, Signatures...>(
-          std::declval<wrapped<Initiation>>(), std::declval<inner_type&>(), std::declval<Args>()...)) {
+      -> decltype(asio::async_initiate<inner_type, Signature, Signatures...>(std::declval<wrapped<Initiation>>(),
+                                                                             std::declval<inner_type&>(),
+                                                                             std::declval<Args>()...)) {
     wrapped<Initiation> timed(std::forward<Initiation>(init), traits::registrar(token));
     auto&& inner = traits::take_inner(token);
     return asio::async_initiate<inner_type, Signature, Signatures...>(std::move(timed), inner,

@@ -6,15 +6,30 @@
 #include <tock/detail/wait_op.hpp>
 
 #include <atomic>
+#include <cstddef>
 
 namespace tock::detail {
 
-// A timer's entry in its service: one heap slot however many waits it has, the ring of those waits, and its
-// expiry. The heap key may be earlier than the expiry (a lazy extension); it is never later.
+// Lazy extension: the ground rules, written once here; timer_queue.hpp, timer_service.hpp and
+// docs/design.md rely on them.
 //
-// The expiry is atomic so that a deadline can be moved later without the service's lock. Only the timer's
-// owner writes it (the service reads it), so its values only grow between locked changes: a later expiry
-// can never fall below a key the driver took from an earlier one, and the store alone keeps key <= expiry.
+// 1. A timer's heap key is never later than its expiry (key <= expiry). Moving the expiry later only stores
+//    it: the heap keeps the old, earlier key. When that key surfaces, the driver wakes early, sees
+//    key < expiry, and re-keys the node at its expiry (timer_queue::pop_due). An idle timeout pushed back on
+//    every read costs O(1) per push and one O(log N) sift per timeout period. Moving it earlier sifts at once.
+// 2. A key earlier than the expiry ranks nothing but its own surfacing: such a timer is re-sequenced (takes
+//    its oldest waiting wait's sequence number) when it surfaces, not when its waits change.
+// 3. The later move takes no lock (try_move_later): only the timer's owner writes the expiry (the object is
+//    not shared between threads without synchronisation, as with Asio's objects) and the service only reads
+//    it, so between two locked changes the stored expiries only grow; a key the driver took from any of
+//    them is never later than the expiry that follows, and key <= expiry holds without the lock. A relaxed
+//    load and store suffice (no fence): a move that races with the firing of the same timer is ordered
+//    after it. Anything else (earlier, to or from max(), which parks) takes the lock.
+// 4. A timer left in the heap without waits (a cancel or reset) keeps its slot and any key until it
+//    surfaces or its next wait starts; it does not count against the service's capacity.
+
+// A timer's entry in its service: one heap slot however many waits it has, the ring of those waits, and its
+// expiry (atomic, for rule 3).
 template <typename TimePoint>
 struct timer_node {
   heap_node node;  // first member: a heap_node* of a timer converts back with from_node()
@@ -26,9 +41,9 @@ struct timer_node {
   TimePoint expiry() const noexcept { return expiry_.load(std::memory_order_relaxed); }
   void set_expiry(const TimePoint& t) noexcept { expiry_.store(t, std::memory_order_relaxed); }
 
-  // The lock-free move: true if `t` could be stored without touching the heap, i.e. it is not earlier than
-  // the expiry (which is at or after the key, if the timer is in the heap) and not max() (which parks).
-  // A wait that starts later, or the driver when the old key surfaces, picks the new expiry up.
+  // The lock-free move (rule 3): true if `t` could be stored without touching the heap, i.e. it is not
+  // earlier than the expiry and not max(). A wait that starts later, or the driver when the old key
+  // surfaces, picks the new expiry up.
   bool try_move_later(const TimePoint& t) noexcept {
     if (t == TimePoint::max() || t < expiry_.load(std::memory_order_relaxed)) return false;
     expiry_.store(t, std::memory_order_relaxed);
@@ -38,6 +53,9 @@ struct timer_node {
   timer_node& operator=(const timer_node&) = delete;
 
   static timer_node* from_node(heap_node* n) noexcept { return reinterpret_cast<timer_node*>(n); }
+  static timer_node& of_ring(wait_ring& r) noexcept {
+    return *reinterpret_cast<timer_node*>(reinterpret_cast<char*>(&r) - offsetof(timer_node, ring));
+  }
 };
 
 }  // namespace tock::detail

@@ -3,6 +3,7 @@
 #define TOCK_DETAIL_WAIT_HANDLERS_HPP
 
 #include <tock/detail/op_memory.hpp>
+#include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_op.hpp>
 
 #include <boost/asio/append.hpp>
@@ -27,8 +28,8 @@ auto handler_allocator(const Handler& h) noexcept {
 }
 
 template <typename Op, typename Handler>
-using op_allocator_t = typename std::allocator_traits<
-    decltype(handler_allocator(std::declval<const Handler&>()))>::template rebind_alloc<Op>;
+using op_allocator_t = typename std::allocator_traits<decltype(handler_allocator(
+    std::declval<const Handler&>()))>::template rebind_alloc<Op>;
 
 template <typename Op, typename Handler, typename... Args>
 Op* allocate_op(Handler&& handler, Args&&... args) {
@@ -54,25 +55,17 @@ void deallocate_op(Op* p, const Handler& handler) noexcept {
 // of deferred completions are already inside that context's run(), so the handler is called in place.
 struct run_in_context {
   static constexpr bool checked_at_run = false;
-
-  template <typename Handler>
-  void dispatch(Handler& h, service_core&, const error_code& ec) { std::move(h)(ec); }
 };
 
 // Where a handler with any other associated executor runs (a strand, another context...). Holds that
 // executor with outstanding work tracked, as Asio's operations do, for as long as the wait is pending.
 // Completions reach it from inside the service's context (the driver, or the drain of deferred ones), then
-// are dispatched: posting straight to the handler's executor would run a system_executor or use_future
-// handler on Asio's hidden thread pool instead of inside the context's run().
+// are dispatched (see foreign_runner): posting straight to the handler's executor would run a
+// system_executor or use_future handler on Asio's hidden thread pool instead of inside the context's run().
 template <typename WorkExecutor>
 struct run_on_executor {
   static constexpr bool checked_at_run = true;
   WorkExecutor executor;
-
-  template <typename Handler>
-  void dispatch(Handler& h, service_core&, const error_code& ec) {
-    asio::dispatch(executor, asio::append(std::move(h), ec));
-  }
 };
 
 // Whether the service's cancellation handler sits in an operation's slot is told by which completion
@@ -83,136 +76,157 @@ struct run_on_executor {
 // clears it on completion because its handler points at the operation, so a stale emit() stays harmless.
 
 // Releases the operation before the upcall, so that the handler may start its next wait in the same memory,
-// then does what `how` says (`call` runs the handler right here, already on its executor). The service's
-// cancellation handler leaves the handler's slot first if it is still there.
-enum class finish_how { dispatch, call, destroy };
+// then calls the handler (already on its executor) or only destroys it. The service's cancellation handler
+// leaves the handler's slot first if it is still there.
+enum class finish_how { call, destroy };
 
 template <typename Op>
-void finish_op(Op* op, service_core& core, finish_how how, const error_code& ec) {
+void finish_op(Op* op, finish_how how, const error_code& ec) {
   if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
   auto handler(std::move(op->handler_));
-  auto target(std::move(op->target_));
+  [[maybe_unused]] auto target(std::move(op->target_));  // its work is held until the handler has run
   deallocate_op(op, handler);
-  switch (how) {
-    case finish_how::dispatch: target.dispatch(handler, core, ec); break;
-    case finish_how::call: std::move(handler)(ec); break;
-    case finish_how::destroy: break;
-  }
+  if (how == finish_how::call) std::move(handler)(ec);
 }
 
+// Finishes a wait or sleep on its foreign executor, once it gets there. A fired timer wait is settled there
+// (`settle`: fired, or cancelled in between), and either kind is freed only there, where its cancellation
+// slot is emitted, so that an emit racing the driver never finds the operation gone. Destroyed unrun (its
+// executor shut down), it destroys the handler. Holds the service's core, which the timer's context may no
+// longer have. Its memory comes from the handler's associated allocator, as Asio's intermediate operations.
 template <typename Op>
-class fired_wait_runner;
-
-// What a timer wait or sleep does for each op_action. A fired one whose handler runs on a foreign executor
-// is finished there by a runner: a timer wait is settled there (fired or cancelled since), and either is
-// freed only there, where its cancellation slot is emitted, so that an emit racing the driver never finds
-// the operation gone.
-template <typename Op, typename Base>
-void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) {
-  switch (a) {
-    case op_action::invoke:
-      if constexpr (std::decay_t<decltype(op->target_)>::checked_at_run) {
-        auto executor = op->target_.executor;
-        asio::dispatch(executor, fired_wait_runner<Op>(core, op));
-      } else {
-        finish_op(op, core, finish_how::dispatch, ec);
-      }
-      break;
-    case op_action::unhook:
-      if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
-      break;
-    case op_action::hooked: static_cast<Base*>(op)->complete = &Op::template do_complete<true>; break;
-    case op_action::unhooked: static_cast<Base*>(op)->complete = &Op::template do_complete<false>; break;
-    case op_action::deliver: finish_op(op, core, finish_how::dispatch, ec); break;
-    case op_action::discard:
-    case op_action::destroy: finish_op(op, core, finish_how::destroy, ec); break;
-  }
-}
-
-template <typename Handler, typename Target>
-class sleep_op : public sleep_op_base {
+class foreign_runner {
  public:
-  template <typename H>
-  sleep_op(H&& h, Target t)
-      : sleep_op_base(&do_complete<false>), handler_(std::forward<H>(h)), target_(std::move(t)) {}
+  using allocator_type = asio::associated_allocator_t<typename Op::handler_type>;
 
-  Handler& handler() noexcept { return handler_; }
+  foreign_runner(service_core& core, Op* op, bool settle, const error_code& ec)
+      : core_(core.shared_from_this()), op_(op), ec_(ec), settle_(settle),
+        alloc_(asio::get_associated_allocator(op->handler())) {}
+  foreign_runner(foreign_runner&& other) noexcept
+      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)), ec_(other.ec_), settle_(other.settle_),
+        alloc_(other.alloc_) {}
+  foreign_runner& operator=(foreign_runner&&) = delete;
 
-  template <bool Hooked>
-  static void do_complete(sleep_op_base* base, service_core& core, op_action a, const error_code& ec) {
-    complete_op<sleep_op, sleep_op_base>(static_cast<sleep_op*>(base), core, a, ec);
-  }
-  static bool slot_hooked(const sleep_op* op) noexcept { return op->complete == &do_complete<true>; }
-
- private:
-  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&);
-  template <typename Op, typename Base> friend void complete_op(Op*, service_core&, op_action, const error_code&);
-
-  Handler handler_;
-  [[no_unique_address]] Target target_;
-};
-
-// Runs a fired wait or sleep that completes on a foreign executor, once it gets there: only then is it
-// decided whether a timer wait fired or was cancelled in between (a fired sleep has left the service and
-// completes with success). Destroyed unrun (its executor shut down), it destroys the handler. Holds the
-// service's core, which the timer's context may no longer have.
-template <typename Op>
-class fired_wait_runner {
- public:
-  fired_wait_runner(service_core& core, Op* op) : core_(core.shared_from_this()), op_(op) {}
-  fired_wait_runner(fired_wait_runner&& other) noexcept
-      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)) {}
-  fired_wait_runner& operator=(fired_wait_runner&&) = delete;
-
-  ~fired_wait_runner() {
-    if (op_ != nullptr) {
-      settle(*op_);
-      finish_op(op_, *core_, finish_how::destroy, error_code());
+  ~foreign_runner() {
+    if (op_ != nullptr && !dispatching::give_back(op_)) {
+      settle();
+      finish_op(op_, finish_how::destroy, error_code());
     }
   }
 
+  allocator_type get_allocator() const noexcept { return alloc_; }
+
+  // Gives the operation back if the runner still holds it (its dispatch threw before taking it).
+  bool release() noexcept { return std::exchange(op_, nullptr) != nullptr; }
+
   void operator()() {
-    Op* op = std::exchange(op_, nullptr);
-    const bool fired = settle(*op);
-    finish_op(op, *core_, finish_how::call, fired ? error_code() : error_code(asio::error::operation_aborted));
+    const bool fired = settle();
+    finish_op(std::exchange(op_, nullptr), finish_how::call, fired ? ec_ : error_code(asio::error::operation_aborted));
   }
 
  private:
-  bool settle(Op& op) {
+  bool settle() {
     if constexpr (std::is_base_of_v<wait_op, Op>)
-      return core_->settle_fired(op);
+      return !settle_ || core_->settle_fired(*op_);
     else
       return true;
   }
 
   std::shared_ptr<service_core> core_;
   Op* op_;
+  error_code ec_;
+  bool settle_;
+  [[no_unique_address]] allocator_type alloc_;
 };
 
-template <typename Handler, typename Target>
-class timer_wait_op : public wait_op {
+// Dispatches `op` to its executor through a foreign_runner. If the dispatch throws before taking the runner
+// (it could not allocate), the operation is left as it was and `kept` runs before the exception goes on.
+// (If Asio took it and then failed, e.g. a strand that queued it but could not schedule itself, it is
+// Asio's: it runs when the strand next runs.)
+template <typename Op, typename Kept>
+void dispatch_to_executor(Op* op, service_core& core, bool settle, const error_code& ec, Kept kept) {
+  foreign_runner<Op> runner(core, op, settle, ec);
+  auto executor = op->target_.executor;  // the runner may free the operation before dispatch returns
+  dispatching guard(op);
+  try {
+    asio::dispatch(executor, std::move(runner));
+  } catch (...) {
+    if (runner.release() || guard.given_back()) kept();
+    throw;
+  }
+}
+
+// What a timer wait or sleep does for each op_action. One whose handler runs on a foreign executor is
+// finished there by a foreign_runner; if that dispatch cannot allocate, nothing is lost: the operation is
+// kept as it was (completion_kept) for its caller to place again (the driver) or queue again (the drain),
+// and the exception leaves run() as Asio's do.
+template <typename Op, typename Base>
+void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) {
+  constexpr bool foreign = std::decay_t<decltype(op->target_)>::checked_at_run;
+  switch (a) {
+    case op_action::invoke:
+      if constexpr (foreign)
+        dispatch_to_executor(op, core, true, ec, [] { completion_kept = true; });
+      else
+        finish_op(op, finish_how::call, ec);
+      break;
+    case op_action::unhook:
+      if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
+      break;
+    case op_action::hooked: static_cast<Base*>(op)->complete = &Op::template do_complete<true>; break;
+    case op_action::unhooked: static_cast<Base*>(op)->complete = &Op::template do_complete<false>; break;
+    case op_action::deliver:
+      if constexpr (foreign)
+        dispatch_to_executor(op, core, false, ec, [] { completion_kept = true; });
+      else
+        finish_op(op, finish_how::call, ec);
+      break;
+    case op_action::discard:
+    case op_action::destroy: finish_op(op, finish_how::destroy, ec); break;
+  }
+}
+
+// The operation that owns a user's handler until its wait completes: a timer wait (Base wait_op, in its
+// timer's ring) or a sleep (Base sleep_entry, in the heap itself).
+template <typename Base, typename Handler, typename Target>
+class handler_op : public Base {
  public:
   template <typename H>
-  timer_wait_op(H&& h, Target t)
-      : wait_op{&do_complete<false>, nullptr, Target::checked_at_run, 0},
-        handler_(std::forward<H>(h)),
-        target_(std::move(t)) {}
+  handler_op(H&& h, Target t) : Base(make_base()), handler_(std::forward<H>(h)), target_(std::move(t)) {}
 
+  using handler_type = Handler;
   Handler& handler() noexcept { return handler_; }
 
   template <bool Hooked>
-  static void do_complete(wait_op* base, service_core& core, op_action a, const error_code& ec) {
-    complete_op<timer_wait_op, wait_op>(static_cast<timer_wait_op*>(base), core, a, ec);
+  static void do_complete(Base* base, service_core& core, op_action a, const error_code& ec) {
+    complete_op<handler_op, Base>(static_cast<handler_op*>(base), core, a, ec);
   }
-  static bool slot_hooked(const timer_wait_op* op) noexcept { return op->complete == &do_complete<true>; }
+  static bool slot_hooked(const handler_op* op) noexcept { return op->complete == &do_complete<true>; }
 
  private:
-  template <typename Op> friend void finish_op(Op*, service_core&, finish_how, const error_code&);
-  template <typename Op, typename Base> friend void complete_op(Op*, service_core&, op_action, const error_code&);
+  template <typename Op>
+  friend void finish_op(Op*, finish_how, const error_code&);
+  template <typename Op, typename B>
+  friend void complete_op(Op*, service_core&, op_action, const error_code&);
+  template <typename Op, typename Kept>
+  friend void dispatch_to_executor(Op*, service_core&, bool, const error_code&, Kept);
+
+  static Base make_base() noexcept {
+    if constexpr (std::is_same_v<Base, wait_op>)
+      return wait_op{&do_complete<false>, nullptr, Target::checked_at_run, 0};
+    else
+      return sleep_entry(&do_complete<false>);
+  }
 
   Handler handler_;
   [[no_unique_address]] Target target_;
 };
+
+template <typename Handler, typename Target>
+using timer_wait_op = handler_op<wait_op, Handler, Target>;
+
+template <typename Handler, typename Target>
+using sleep_op = handler_op<sleep_entry, Handler, Target>;
 
 }  // namespace tock::detail
 

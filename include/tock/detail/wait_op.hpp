@@ -5,17 +5,7 @@
 #include <tock/detail/deadline_heap.hpp>
 #include <tock/error.hpp>
 
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-
-#include <boost/asio/post.hpp>
-
-#include <algorithm>
 #include <cstdint>
-#include <memory>
-#include <mutex>
-#include <utility>
-#include <vector>
 
 namespace tock::detail {
 
@@ -44,12 +34,19 @@ struct wait_op {
   using complete_fn = void (*)(wait_op*, service_core&, op_action, const error_code&);
 
   complete_fn complete = nullptr;
-  wait_op* next = nullptr;  // null once the wait has left its ring
+  wait_op* next = nullptr;  // null once the wait has left its ring; its link while deferred (deferred_queue)
   // Completes on an executor other than the context's own, so its handler runs some time after it fires.
   // Such a wait stays in its ring until it runs, so that a cancel() in between still aborts it.
   bool checked_at_run = false;
   std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
+
+// A wait queued as a deferred completion (see deferred_queue in service_core.hpp) links through `next` too,
+// with some of these low bits set, which a ring link never has.
+inline constexpr std::uintptr_t deferred_link_bits = 6;
+inline bool is_deferred(const wait_op& op) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(op.next) & deferred_link_bits) != 0;
+}
 
 // The head of a timer's waits: 16 bytes.
 struct wait_ring {
@@ -116,6 +113,17 @@ struct wait_ring {
     return op;
   }
 
+  // A fired wait that has not run becomes the oldest waiting one again, given the link that points to it.
+  // O(due).
+  void unfire(wait_op** link, wait_op& op) noexcept {
+    unlink(link, op);
+    --due;
+    wait_op** at = link_to_first_waiting();
+    op.next = *at;
+    *at = &op;
+    ++waiting;
+  }
+
   // Takes `op` out of the ring, given the link that points to it. O(1).
   static void unlink(wait_op** link, wait_op& op) noexcept {
     *link = op.next;
@@ -165,163 +173,15 @@ struct wait_ring {
 };
 
 // A sleep: a wait without a timer object, which sits in the heap itself.
-struct sleep_op_base {
-  using complete_fn = void (*)(sleep_op_base*, service_core&, op_action, const error_code&);
+struct sleep_entry {
+  using complete_fn = void (*)(sleep_entry*, service_core&, op_action, const error_code&);
 
   heap_node node;  // first member: a heap_node* of a sleep converts back with from_node()
   complete_fn complete;
+  std::uintptr_t deferred_next = 0;  // its link in the core's deferred_queue, while queued there
 
-  explicit sleep_op_base(complete_fn f) noexcept : complete(f) {}
-  static sleep_op_base* from_node(heap_node* n) noexcept { return reinterpret_cast<sleep_op_base*>(n); }
-};
-
-// The part of a timer service that its operations reach: the lock, the context, the hand-over of a fired
-// wait that runs on a foreign executor, and the queue of deferred completions. Not a template, so the
-// operations need not know the clock.
-//
-// Deferred completions: a wait that is aborted (cancel, reset, destroy, its slot) or refused (capacity)
-// completes later, from the context, as Asio's do. Rather than post each one (an allocation and a trip
-// through the scheduler per wait), its operation is queued here, still holding its handler, and one drain
-// posted to the context runs every completion queued until it starts: one post per batch, no allocation per
-// wait. A completion queued while a drain is pending runs in that drain, which was posted before it, so
-// completions still run before anything posted after them.
-class service_core : public std::enable_shared_from_this<service_core> {
- public:
-  enum class deferred_error : std::uint8_t { aborted, capacity_exceeded };
-
-  explicit service_core(boost::asio::io_context& ctx) noexcept : ctx_(ctx) {}
-  service_core(const service_core&) = delete;
-  service_core& operator=(const service_core&) = delete;
-  ~service_core() { run_batch(deferred_, false); }  // only left when a drain could not be posted
-
-  boost::asio::io_context& context() const noexcept { return ctx_; }
-  std::mutex& mutex() noexcept { return mutex_; }
-
-  // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it
-  // still counts as fired, false if it was cancelled in between (it is then reported as aborted).
-  bool settle_fired(wait_op& op) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (op.next == nullptr) return false;
-    wait_op** link = nullptr;
-    wait_ring& ring = wait_ring::ring_of(op, link);
-    wait_ring::unlink(link, op);
-    --ring.due;
-    return true;
-  }
-
-  // Makes room for `n` more deferred completions, so that deferring them cannot throw. Under the lock.
-  void reserve_deferred_locked(std::size_t n) {
-    if (deferred_.capacity() - deferred_.size() < n)
-      deferred_.reserve(std::max<std::size_t>(deferred_.size() + n, 2 * deferred_.capacity()));
-  }
-
-  // Queues the completion of an operation that left the service; true if the caller must post_drain() once
-  // it has released the lock. Requires reserve_deferred_locked() first. O(1).
-  bool defer_locked(wait_op& op, deferred_error e) noexcept {
-    op.complete(&op, *this, op_action::unhook, error_code());
-    return push_locked({&op, true, e});
-  }
-  bool defer_locked(sleep_op_base& op, deferred_error e) noexcept {
-    op.complete(&op, *this, op_action::unhook, error_code());
-    return push_locked({&op, false, e});
-  }
-
-  // Posts the drain that defer_locked() asked for.
-  void post_drain() {
-    try {
-      boost::asio::post(ctx_.get_executor(), drain{shared_from_this(), {}});
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      drain_posted_ = false;  // the next deferral tries again
-      throw;
-    }
-  }
-
- private:
-  struct deferred_completion {
-    void* op;
-    bool is_wait;
-    deferred_error error;
-  };
-
-  bool push_locked(const deferred_completion& c) noexcept {
-    deferred_.push_back(c);  // cannot throw: reserved
-    return !std::exchange(drain_posted_, true);
-  }
-
-  // Runs (or, when the context shuts down with it queued, destroys) the completions queued before it
-  // started. If a handler throws, the rest go to a new drain and the exception leaves run().
-  class drain {
-   public:
-    drain(std::shared_ptr<service_core> core, std::vector<deferred_completion> batch) noexcept
-        : core_(std::move(core)), batch_(std::move(batch)) {}
-    drain(drain&&) noexcept = default;
-    drain& operator=(drain&&) = delete;
-    ~drain() {
-      if (core_) core_->destroy_unrun(batch_);
-    }
-    void operator()() { std::exchange(core_, nullptr)->run_drain(batch_); }
-
-   private:
-    std::shared_ptr<service_core> core_;
-    std::vector<deferred_completion> batch_;
-  };
-
-  // A drain takes the queue unless it carries the rest of a batch whose handler threw.
-  void take_queue(std::vector<deferred_completion>& batch) noexcept {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (batch.empty()) {
-      batch.swap(deferred_);
-      drain_posted_ = false;
-    }
-  }
-
-  void destroy_unrun(std::vector<deferred_completion>& batch) noexcept {
-    take_queue(batch);
-    run_batch(batch, false);
-  }
-
-  void run_drain(std::vector<deferred_completion>& batch) {
-    take_queue(batch);
-    std::size_t next = 0;
-    try {
-      while (next < batch.size()) {
-        const deferred_completion c = batch[next++];
-        complete(c, true);
-      }
-    } catch (...) {
-      batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(next));
-      if (!batch.empty()) boost::asio::post(ctx_.get_executor(), drain{shared_from_this(), std::move(batch)});
-      throw;
-    }
-    // Hand the buffer back so that the next batch does not allocate.
-    batch.clear();
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (deferred_.empty() && deferred_.capacity() < batch.capacity()) deferred_.swap(batch);
-  }
-
-  void run_batch(std::vector<deferred_completion>& batch, bool run) noexcept {
-    for (const deferred_completion& c : batch) complete(c, run);
-    batch.clear();
-  }
-
-  void complete(const deferred_completion& c, bool run) {
-    const error_code ec = c.error == deferred_error::aborted ? error_code(boost::asio::error::operation_aborted)
-                                                              : make_error_code(error::capacity_exceeded);
-    const op_action a = run ? op_action::deliver : op_action::discard;
-    if (c.is_wait) {
-      auto* op = static_cast<wait_op*>(c.op);
-      op->complete(op, *this, a, ec);
-    } else {
-      auto* op = static_cast<sleep_op_base*>(c.op);
-      op->complete(op, *this, a, ec);
-    }
-  }
-
-  boost::asio::io_context& ctx_;
-  std::mutex mutex_;
-  std::vector<deferred_completion> deferred_;  // under mutex_
-  bool drain_posted_ = false;                  // a drain is queued and has not taken deferred_ yet
+  explicit sleep_entry(complete_fn f) noexcept : complete(f) {}
+  static sleep_entry* from_node(heap_node* n) noexcept { return reinterpret_cast<sleep_entry*>(n); }
 };
 
 }  // namespace tock::detail

@@ -48,10 +48,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < rounds; ++i) {
     std::promise<void> started;
     asio::post(strand, [&] {  // start the sleep on the strand, bound to it and to the signal
-      tock::async_sleep_until(ctx, tock::manual_clock::now() + 1ms,
-                              asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(strand, [&](auto) {
-                                                             ++completions;
-                                                           })));
+      tock::async_sleep_until(
+          ctx, tock::manual_clock::now() + 1ms,
+          asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(strand, [&](auto) { ++completions; })));
       started.set_value();
     });
     started.get_future().wait();

@@ -1,14 +1,17 @@
-// tock/detail/initiate_with_deadline.hpp: wraps an Asio initiation so that its operation is tied to a deadline.
-#ifndef TOCK_DETAIL_INITIATE_WITH_DEADLINE_HPP
-#define TOCK_DETAIL_INITIATE_WITH_DEADLINE_HPP
+// tock/detail/timed_initiation.hpp: wraps an Asio initiation so that its operation is tied to a deadline.
+#ifndef TOCK_DETAIL_TIMED_INITIATION_HPP
+#define TOCK_DETAIL_TIMED_INITIATION_HPP
 
-#include <tock/detail/deadline_bound_op.hpp>
+#include <tock/detail/timed_op.hpp>
 #include <tock/error.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
 
+#include <concepts>
 #include <type_traits>
 #include <utility>
 
@@ -47,40 +50,46 @@ struct first_signature_args<R(Args...)> {
   }
 };
 
-// Registrar: where the entry goes (a heap slot for tock::timeout, a deadline's ring for bind()), through
-//   using link_type; service_type& service_for(const Executor&); error_code add(service_type&, link_type&);
-//   asio::cancellation_type type() const.
-template <typename Initiation, typename Registrar, typename FirstSignature>
-class initiate_with_deadline {
+// Where a timed operation's deadline entry goes: a heap slot of its own for tock::timeout (link_type
+// sleep_entry), a deadline's ring for bind() (wait_op); which service keeps it; and the cancellation type
+// the deadline emits.
+template <typename R>
+concept timed_registrar =
+    requires(const R& r, typename R::service_type& s, typename R::link_type& entry, const asio::any_io_executor& ex) {
+      { r.service_for(ex) } -> std::same_as<typename R::service_type&>;
+      { r.add(s, entry) } -> std::same_as<error_code>;
+      { r.type() } -> std::same_as<asio::cancellation_type>;
+    };
+
+template <typename Initiation, timed_registrar Registrar, typename FirstSignature>
+class timed_initiation {
  public:
-  initiate_with_deadline(Initiation init, Registrar registrar)
-      : init_(std::move(init)), registrar_(std::move(registrar)) {}
+  timed_initiation(Initiation init, Registrar registrar) : init_(std::move(init)), registrar_(std::move(registrar)) {}
 
   template <typename Handler, typename... Args>
   void operator()(Handler&& handler, Args&&... args) && {
     const auto ex = asio::get_associated_executor(handler, initiation_executor(init_));
     auto& service = service_for(ex);
     using service_type = std::decay_t<decltype(service)>;
-    using op_type = deadline_bound_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>,
-                                      typename Registrar::link_type>;
-    op_type* op = op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex),
-                                  registrar_.type());
-    deadline_bound_handler<op_type> bound(op);
+    using op_type =
+        timed_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>, typename Registrar::link_type>;
+    op_type* op =
+        op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex), registrar_.type());
+    timed_handler<op_type> bound(op);
     error_code ec;
     try {
       ec = registrar_.add(service, *op);
     } catch (...) {
-      // Not scheduled: drop the entry's reference (`bound` drops the other). Scheduled before the throw (the
-      // driver's arming failed): `bound` unschedules it and drops both.
+      // add() throws before scheduling (the service arms its driver first): drop the entry's reference
+      // (`bound` drops the other). Were it scheduled, `bound` would unschedule it and drop both.
       if (!is_scheduled(*op)) op->unscheduled();
       throw;
     }
     if (ec) {
       op->unscheduled();
       if (ec == error::capacity_exceeded) {
-        asio::post(ex, [h = std::move(bound), ec]() mutable {
-          first_signature_args<FirstSignature>::complete_with(h, ec);
-        });
+        asio::post(
+            ex, [h = std::move(bound), ec]() mutable { first_signature_args<FirstSignature>::complete_with(h, ec); });
       }
       return;  // shut down: the handler is destroyed, as Asio does after shutdown
     }
@@ -88,7 +97,7 @@ class initiate_with_deadline {
   }
 
  private:
-  static bool is_scheduled(const sleep_op_base& entry) noexcept { return entry.node.position != heap_node::nowhere; }
+  static bool is_scheduled(const sleep_entry& entry) noexcept { return entry.node.position != heap_node::nowhere; }
   static bool is_scheduled(const wait_op& entry) noexcept { return entry.next != nullptr; }
 
   // The service of the I/O object's context; without an I/O object, that of the handler's executor. (The

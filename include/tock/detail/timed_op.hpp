@@ -1,7 +1,8 @@
-// tock/detail/deadline_bound_op.hpp: an Asio operation tied to a deadline, which cancels it when it passes.
-#ifndef TOCK_DETAIL_DEADLINE_BOUND_OP_HPP
-#define TOCK_DETAIL_DEADLINE_BOUND_OP_HPP
+// tock/detail/timed_op.hpp: an Asio operation tied to a deadline, which cancels it when it passes.
+#ifndef TOCK_DETAIL_TIMED_OP_HPP
+#define TOCK_DETAIL_TIMED_OP_HPP
 
+#include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
@@ -26,8 +27,8 @@ namespace tock::detail {
 namespace asio = boost::asio;
 
 // One operation started with tock::timeout or a deadline's bind(). It is two things at once: the handler
-// the operation completes (through deadline_bound_handler), and an entry of the timer service (a `Link`:
-// a sleep_op_base in the heap for tock::timeout, a wait_op in a deadline's ring for bind()). Whichever of
+// the operation completes (through timed_handler), and an entry of the timer service (a `Link`:
+// a sleep_entry in the heap for tock::timeout, a wait_op in a deadline's ring for bind()). Whichever of
 // the two ends first decides: the deadline emits a cancellation on the operation's slot, and the operation's
 // operation_aborted is then reported as tock::error::timed_out; or the operation completes and takes the
 // entry out of the service. The state lives until both are done (two references).
@@ -35,12 +36,12 @@ namespace asio = boost::asio;
 // The cancellation is emitted on the handler's executor, as Asio requires of cancellation signals: in place
 // when that is the service's own io_context (the driver runs inside its run()), else dispatched to it.
 template <typename Service, typename Handler, typename Executor, typename Link>
-class deadline_bound_op : public Link {
+class timed_op : public Link {
  public:
   using handler_type = Handler;
 
   template <typename H>
-  deadline_bound_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, asio::cancellation_type type)
+  timed_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, asio::cancellation_type type)
       : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
         executor_(ex), runs_in_context_(runs_in_context), type_(type) {
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
@@ -48,9 +49,9 @@ class deadline_bound_op : public Link {
   }
 
   template <typename H>
-  static deadline_bound_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context,
-                                   asio::cancellation_type type) {
-    return allocate_op<deadline_bound_op>(std::forward<H>(h), service, ex, runs_in_context, type);
+  static timed_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context,
+                          asio::cancellation_type type) {
+    return allocate_op<timed_op>(std::forward<H>(h), service, ex, runs_in_context, type);
   }
 
   asio::cancellation_slot operation_slot() noexcept { return signal_.slot(); }
@@ -61,7 +62,7 @@ class deadline_bound_op : public Link {
   template <typename... Args>
   void complete(Args&&... args) {
     done_.store(true, std::memory_order_release);
-    if (unlink(*service_, *this)) release();
+    if (leave_service()) release();
     leave_user_slot();
     Handler handler(std::move(handler_));
     const bool timed_out = timed_out_.load(std::memory_order_acquire);
@@ -72,7 +73,7 @@ class deadline_bound_op : public Link {
   // The operation was destroyed without completing (its context shut down, or its initiation threw).
   void abandon() noexcept {
     done_.store(true, std::memory_order_release);
-    if (unlink(*service_, *this)) release();
+    if (leave_service()) release();
     leave_user_slot();
     release();
   }
@@ -86,14 +87,14 @@ class deadline_bound_op : public Link {
   // that may be gone) is never touched again, as Asio never touches a slot after emplacing into it.
   class forward_cancellation {
    public:
-    explicit forward_cancellation(deadline_bound_op* self) noexcept : self_(self) { self_->user_slot_hooked_ = true; }
+    explicit forward_cancellation(timed_op* self) noexcept : self_(self) { self_->user_slot_hooked_ = true; }
     ~forward_cancellation() { self_->user_slot_hooked_ = false; }
     forward_cancellation(const forward_cancellation&) = delete;
     forward_cancellation& operator=(const forward_cancellation&) = delete;
     void operator()(asio::cancellation_type type) { self_->signal_.emit(type); }
 
    private:
-    deadline_bound_op* self_;
+    timed_op* self_;
   };
 
   void leave_user_slot() noexcept {
@@ -103,53 +104,73 @@ class deadline_bound_op : public Link {
   // Runs the cancellation on the handler's executor; holds the entry's reference until it has run.
   class cancel_runner {
    public:
-    cancel_runner(deadline_bound_op* self, bool timed_out) noexcept : self_(self), timed_out_(timed_out) {}
+    cancel_runner(timed_op* self, bool timed_out) noexcept : self_(self), timed_out_(timed_out) {}
     cancel_runner(cancel_runner&& other) noexcept
         : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_) {}
     cancel_runner& operator=(cancel_runner&&) = delete;
+    bool release() noexcept { return std::exchange(self_, nullptr) != nullptr; }
     ~cancel_runner() {
-      if (self_ != nullptr) self_->release();
+      if (self_ != nullptr && !dispatching::give_back(self_)) self_->release();
     }
     void operator()() {
-      deadline_bound_op* self = std::exchange(self_, nullptr);
+      timed_op* self = std::exchange(self_, nullptr);
       self->cancel_now(timed_out_);
       self->release();
     }
 
    private:
-    deadline_bound_op* self_;
+    timed_op* self_;
     bool timed_out_;
   };
 
   static Link make_link() noexcept {
-    if constexpr (std::is_same_v<Link, sleep_op_base>)
-      return sleep_op_base(&on_sleep_entry);
+    if constexpr (std::is_same_v<Link, sleep_entry>)
+      return sleep_entry(&on_sleep_entry);
     else
       return wait_op{&on_wait_entry, nullptr, false, 0};
   }
 
-  static bool unlink(Service& s, sleep_op_base& entry) { return s.unschedule(entry); }
+  static bool unlink(Service& s, sleep_entry& entry) { return s.unschedule(entry); }
   static bool unlink(Service& s, wait_op& entry) { return s.detach(entry); }
 
-  static void on_sleep_entry(sleep_op_base* b, service_core&, op_action a, const error_code&) {
-    static_cast<deadline_bound_op*>(b)->on_entry(a);
-  }
-  static void on_wait_entry(wait_op* b, service_core&, op_action a, const error_code&) {
-    static_cast<deadline_bound_op*>(b)->on_entry(a);
+  // Takes the entry out of its service if it is still there; true if it was (its reference is then ours).
+  bool leave_service() {
+    Service* s = service_.load(std::memory_order_acquire);
+    return s != nullptr && unlink(*s, *this);
   }
 
-  // The entry fired (invoke: the deadline passed), was aborted (deliver, from the context's run(): the
-  // deadline was cancelled or destroyed), or is dropped at shutdown (destroy, discard). The service hooks
-  // nothing into a slot for an entry: nothing to unhook.
-  void on_entry(op_action a) {
+  static void on_sleep_entry(sleep_entry* b, service_core&, op_action a, const error_code& ec) {
+    static_cast<timed_op*>(b)->on_entry(a, ec);
+  }
+  static void on_wait_entry(wait_op* b, service_core&, op_action a, const error_code& ec) {
+    static_cast<timed_op*>(b)->on_entry(a, ec);
+  }
+
+  // The entry fired (invoke: the deadline passed; or deliver without an error: it fired, and was queued
+  // again because its cancellation could not be dispatched), was aborted (deliver with operation_aborted,
+  // from the context's run(): the deadline was cancelled or destroyed), or is dropped at shutdown (destroy,
+  // discard). The service hooks nothing into a slot for an entry: nothing to unhook. A dispatch that throws
+  // before taking the cancellation keeps the entry for its caller to queue again (as complete_op does).
+  void on_entry(op_action a, const error_code& ec) {
     if (a == op_action::unhook || a == op_action::hooked || a == op_action::unhooked) return;
+    service_.store(nullptr, std::memory_order_release);
     if (a == op_action::destroy || a == op_action::discard) {
       release();
-    } else if (runs_in_context_) {
-      cancel_now(a == op_action::invoke);
+      return;
+    }
+    const bool timed_out = a == op_action::invoke || !ec;
+    if (runs_in_context_) {
+      cancel_now(timed_out);
       release();
-    } else {
-      asio::dispatch(executor_, cancel_runner(this, a == op_action::invoke));
+      return;
+    }
+    cancel_runner runner(this, timed_out);
+    dispatching guard(this);
+    try {
+      asio::dispatch(executor_, std::move(runner));
+    } catch (...) {
+      if (runner.release() || guard.given_back()) completion_kept = true;
+      throw;
     }
   }
 
@@ -162,8 +183,8 @@ class deadline_bound_op : public Link {
   void release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     auto alloc = alloc_;
-    op_allocator_t<deadline_bound_op, Handler> op_alloc(alloc);
-    this->~deadline_bound_op();
+    op_allocator_t<timed_op, Handler> op_alloc(alloc);
+    this->~timed_op();
     std::allocator_traits<decltype(op_alloc)>::deallocate(op_alloc, this, 1);
   }
 
@@ -201,7 +222,9 @@ class deadline_bound_op : public Link {
   Handler handler_;
   decltype(handler_allocator(std::declval<const Handler&>())) alloc_;
   asio::cancellation_signal signal_;
-  Service* service_;
+  // Null once the entry left the service (fired, aborted, dropped at shutdown): the operation may complete,
+  // or be destroyed, on another context after the service's own context is gone.
+  std::atomic<Service*> service_;
   Executor executor_;
   bool runs_in_context_;
   bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot
@@ -216,16 +239,15 @@ class deadline_bound_op : public Link {
 // Its allocator is kept in the handler itself: Asio frees an operation that failed to start through the
 // allocator of the handler it moved from.
 template <typename Op>
-class deadline_bound_handler {
+class timed_handler {
  public:
   using cancellation_slot_type = asio::cancellation_slot;
   using allocator_type = asio::associated_allocator_t<typename Op::handler_type>;
 
-  explicit deadline_bound_handler(Op* op) noexcept : op_(op), alloc_(asio::get_associated_allocator(op->handler())) {}
-  deadline_bound_handler(deadline_bound_handler&& other) noexcept
-      : op_(std::exchange(other.op_, nullptr)), alloc_(other.alloc_) {}
-  deadline_bound_handler& operator=(deadline_bound_handler&&) = delete;
-  ~deadline_bound_handler() {
+  explicit timed_handler(Op* op) noexcept : op_(op), alloc_(asio::get_associated_allocator(op->handler())) {}
+  timed_handler(timed_handler&& other) noexcept : op_(std::exchange(other.op_, nullptr)), alloc_(other.alloc_) {}
+  timed_handler& operator=(timed_handler&&) = delete;
+  ~timed_handler() {
     if (op_ != nullptr) op_->abandon();
   }
 
@@ -248,15 +270,15 @@ class deadline_bound_handler {
 namespace boost::asio {
 
 template <template <typename, typename> class Associator, typename Op, typename DefaultCandidate>
-struct associator<Associator, tock::detail::deadline_bound_handler<Op>, DefaultCandidate> {
+struct associator<Associator, tock::detail::timed_handler<Op>, DefaultCandidate> {
   using inner = typename Op::handler_type;
   using type = typename Associator<inner, DefaultCandidate>::type;
 
-  static type get(const tock::detail::deadline_bound_handler<Op>& h) noexcept {
+  static type get(const tock::detail::timed_handler<Op>& h) noexcept {
     return Associator<inner, DefaultCandidate>::get(h.user_handler());
   }
 
-  static auto get(const tock::detail::deadline_bound_handler<Op>& h, const DefaultCandidate& c) noexcept
+  static auto get(const tock::detail::timed_handler<Op>& h, const DefaultCandidate& c) noexcept
       -> decltype(Associator<inner, DefaultCandidate>::get(h.user_handler(), c)) {
     return Associator<inner, DefaultCandidate>::get(h.user_handler(), c);
   }

@@ -1,0 +1,380 @@
+// bench/bench_systems.hpp: the systems timer_bench compares, each behind a small adapter, so that every
+// workload in bench_workloads.hpp is written once, as a template over the adapter.
+//
+// An adapter holds the system's timers for one repetition (`i` is a timer's index, 0..n-1) and implements the
+// operations that the workloads it takes part in use; a workload that does not apply to a system (see the
+// lists in timer_bench.cpp) is never instantiated with it. Every operation is an inline template that does
+// exactly what the workload did with the system directly, with the caller's handler, duration and time point
+// types passed through unchanged (tock's expires_after is a template over the duration): no virtual call, no
+// type erasure in the measured phases.
+//
+//   context                     the type of the context the workload creates (an io_context but for the heap)
+//   static warm_up(ctx)         creates the services and fills the caches (before the adapter, not measured)
+//   reserve(n)                  room for n timers, before the first start (memory counts it)
+//   start_at(i, t, h)           timer i (i == the number started so far) with a wait due at t, handler h
+//   start_after(i, d, h)        the same, due d from now (touch and check: the idle timeout)
+//   add(i)                      timer i with no wait (threads)
+//   restart(i, d, h)            cancel timer i's wait and start another, due d from now (churn, threads)
+//   touch(i, d, h)              move timer i's idle deadline to now + d, the system's idiomatic way
+//   cancel(i), cancel_all()     cancel timer i's wait / every wait (teardown)
+//   poll(), run()               the event loop (the heap has none: poll() is nothing, run() pops everything)
+//   verify(pending)             checks what the system can tell about its pending waits
+//   expiry(i)                   timer i's current deadline (check)
+//   touch_aborts                operation_aborted completions per touch; stale_allowed: see the check workload
+#ifndef TOCK_BENCH_SYSTEMS_HPP
+#define TOCK_BENCH_SYSTEMS_HPP
+
+#include "bench_heap.hpp"
+#include "bench_util.hpp"
+
+#include <tock/tock.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace bench {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+using std::chrono::nanoseconds;
+using error_code = boost::system::error_code;
+
+inline std::int64_t now_ns() {
+  return std::chrono::duration_cast<nanoseconds>(clock::now().time_since_epoch()).count();
+}
+
+template <typename Rep, typename Period>
+constexpr std::int64_t to_ns(const std::chrono::duration<Rep, Period>& d) {
+  return std::chrono::duration_cast<nanoseconds>(d).count();
+}
+
+// Completions seen by the handlers of one run.
+struct counts {
+  std::uint64_t ok = 0, aborted = 0, other = 0;
+  void add(const error_code& ec) {
+    if (!ec)
+      ++ok;
+    else if (ec == asio::error::operation_aborted)
+      ++aborted;
+    else
+      ++other;
+  }
+};
+
+// The handler every system gets: a small lambda holding one pointer.
+inline auto counting(counts& c) {
+  return [c = &c](const error_code& ec) { c->add(ec); };
+}
+
+inline void expect(const counts& c, std::uint64_t ok, std::uint64_t aborted, const char* when) {
+  std::string w(when);
+  check_count((w + ", success").c_str(), c.ok, ok);
+  check_count((w + ", operation_aborted").c_str(), c.aborted, aborted);
+  check_count((w + ", other errors").c_str(), c.other, 0);
+}
+
+// The completions a run of system S must have seen (the heap's overload is below).
+template <typename S>
+void expect(const S&, const counts& c, std::uint64_t ok, std::uint64_t aborted, const char* when) {
+  expect(c, ok, aborted, when);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Warm-up: creates the services (tock's timer service and its driver), fills the recycling caches and pages
+// in the code paths: a few due timers, resets and cancels, run to completion. Leaves the context restarted.
+
+template <typename Timer>
+void warm_up_timers(asio::io_context& ctx) {
+  counts c;
+  std::vector<Timer> t;
+  t.reserve(1000);
+  for (int i = 0; i < 1000; ++i) {
+    t.emplace_back(ctx, clock::now());
+    t.back().async_wait(counting(c));
+  }
+  for (int i = 0; i < 500; ++i) {
+    t[i].expires_after(std::chrono::hours(1));
+    t[i].async_wait(counting(c));
+    t[i].expires_after(std::chrono::hours(2));  // aborts the wait just started
+    t[i].async_wait(counting(c));
+    t[i].cancel();
+  }
+  ctx.run();
+  ctx.restart();
+  check(c.ok + c.aborted == 2000 && c.other == 0, "warm-up completions");
+}
+
+inline void warm_up_sleeps(asio::io_context& ctx) {
+  counts c;
+  std::vector<asio::cancellation_signal> sig(500);
+  for (int i = 0; i < 1000; ++i) tock::async_sleep_until(ctx, clock::now(), counting(c));
+  for (auto& s : sig) {
+    tock::async_sleep_for(ctx, std::chrono::hours(1), asio::bind_cancellation_slot(s.slot(), counting(c)));
+    s.emit(asio::cancellation_type::terminal);
+  }
+  ctx.run();
+  ctx.restart();
+  check(c.ok == 1000 && c.aborted == 500 && c.other == 0, "warm-up completions");
+}
+
+inline void check_pending(asio::io_context& ctx, std::size_t n) {
+  const std::size_t p = tock::timer_service::of(ctx.get_executor()).pending();
+  if (p != n) fail("pending() is " + std::to_string(p) + ", expected " + std::to_string(n));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// asio, tock_timer, tock_deadline: one object per timer, in a vector reserved up front, constructed from the
+// io_context. A touch of a timer is a reset (expires_after, which aborts the pending wait) and a new
+// async_wait; a touch of a tock::deadline is expires_after alone, which moves the pending wait.
+
+template <typename Timer>
+struct timer_objects {
+  using context = asio::io_context;
+  static constexpr bool is_asio = std::is_same_v<Timer, asio::steady_timer>;
+  static constexpr bool is_deadline = std::is_same_v<Timer, tock::deadline>;
+  static constexpr const char* name = is_asio ? "asio" : is_deadline ? "tock_deadline" : "tock_timer";
+  static constexpr std::uint64_t touch_aborts = is_deadline ? 0 : 1;
+  static constexpr bool stale_allowed = is_asio;  // asio#878: see the check workload
+
+  // tock::deadline has no time_point warm-up of its own: its service is tock::timer's.
+  static void warm_up(asio::io_context& ctx) {
+    warm_up_timers<std::conditional_t<is_deadline, tock::timer, Timer>>(ctx);
+  }
+
+  asio::io_context& ctx;
+  std::vector<Timer> timers;
+
+  explicit timer_objects(asio::io_context& c) : ctx(c) {}
+  void reserve(std::size_t n) { timers.reserve(n); }
+  void add(std::size_t) { timers.emplace_back(ctx); }
+
+  template <typename When, typename H>
+  void start_at(std::size_t, const When& when, H&& h) {
+    timers.emplace_back(ctx, when);
+    timers.back().async_wait(std::forward<H>(h));
+  }
+  template <typename D, typename H>
+  void start_after(std::size_t i, const D& d, H&& h) {
+    start_at(i, d, std::forward<H>(h));  // the constructors take a time point or a duration
+  }
+
+  template <typename D, typename H>
+  void restart(std::size_t i, const D& d, H&& h) {
+    Timer& t = timers[i];
+    t.expires_after(d);  // aborts the pending wait
+    t.async_wait(std::forward<H>(h));
+  }
+
+  template <typename D, typename H>
+  void touch(std::size_t i, const D& d, H&& h) {
+    if constexpr (is_deadline)
+      timers[i].expires_after(d);  // moves the pending wait (later: lazily), completes nothing
+    else
+      restart(i, d, std::forward<H>(h));
+  }
+
+  void cancel(std::size_t i) { timers[i].cancel(); }
+  void cancel_all() {
+    for (auto& t : timers) t.cancel();
+  }
+  void poll() { ctx.poll(); }
+  void run() { ctx.run(); }
+  clock::time_point expiry(std::size_t i) const { return timers[i].expiry(); }
+  void verify(std::size_t pending) const {
+    if constexpr (!is_asio) check_pending(ctx, pending);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// tock_sleep: tock::async_sleep_until / async_sleep_for, no object. With Signals (churn), sleep i is bound to
+// cancellation signal i (bind_cancellation_slot), emitted to cancel it; without, a sleep cannot be cancelled
+// and the pending ones are destroyed with the context (memory).
+
+template <bool Signals>
+struct tock_sleeps {
+  using context = asio::io_context;
+  static constexpr const char* name = "tock_sleep";
+  static void warm_up(asio::io_context& ctx) { warm_up_sleeps(ctx); }
+
+  asio::io_context& ctx;
+  std::vector<asio::cancellation_signal> sig;
+
+  explicit tock_sleeps(asio::io_context& c) : ctx(c) {}
+  void reserve(std::size_t n) {
+    if constexpr (Signals) sig = std::vector<asio::cancellation_signal>(n);
+  }
+
+  template <typename T, typename H>
+  void start_at(std::size_t i, const T& t, H&& h) {
+    if constexpr (Signals)
+      tock::async_sleep_until(ctx, t, asio::bind_cancellation_slot(sig[i].slot(), std::forward<H>(h)));
+    else
+      tock::async_sleep_until(ctx, t, std::forward<H>(h));
+  }
+
+  template <typename D, typename H>
+    requires Signals
+  void restart(std::size_t i, const D& d, H&& h) {
+    asio::cancellation_signal& s = sig[i];
+    s.emit(asio::cancellation_type::terminal);
+    tock::async_sleep_for(ctx, d, asio::bind_cancellation_slot(s.slot(), std::forward<H>(h)));
+  }
+
+  void cancel_all() {
+    for (auto& s : sig) s.emit(asio::cancellation_type::terminal);  // nothing without signals
+  }
+  void poll() { ctx.poll(); }
+  void run() { ctx.run(); }
+  void verify(std::size_t pending) const { check_pending(ctx, pending); }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// watchdog: the pattern of Asio's example/cpp20/coroutines/timeout.cpp, with callbacks. Activity only stores
+// the deadline; one steady_timer per connection fires at the deadline it was armed for, re-checks the stored
+// deadline and re-arms if it moved, else the connection has timed out. The adapter's handler sees the final
+// completion only (the timeout, or operation_aborted); re-arms are counted beside it.
+
+struct watchdog_conn {
+  clock::time_point deadline;
+  asio::steady_timer timer;
+  std::function<void(const error_code&, bool rearmed)> on_complete;  // not called in the measured phases
+
+  watchdog_conn(asio::io_context& ctx, clock::time_point d, std::function<void(const error_code&, bool)> f)
+      : deadline(d), timer(ctx), on_complete(std::move(f)) {}
+
+  void arm() {
+    timer.expires_at(deadline);
+    timer.async_wait([this](const error_code& ec) { on_timer(ec); });
+  }
+
+  void on_timer(const error_code& ec) {
+    const bool rearm = !ec && deadline > clock::now();
+    if (rearm) arm();
+    on_complete(ec, rearm);
+  }
+
+  void touch(clock::duration timeout) { deadline = clock::now() + timeout; }
+};
+
+struct watchdog {
+  using context = asio::io_context;
+  static constexpr const char* name = "watchdog";
+  static constexpr std::uint64_t touch_aborts = 0;
+  static constexpr bool stale_allowed = false;  // a re-arm is not a completion of the connection's handler
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<asio::steady_timer>(ctx); }
+
+  asio::io_context& ctx;
+  std::vector<watchdog_conn> conns;
+  std::uint64_t rearms = 0;
+
+  explicit watchdog(asio::io_context& c) : ctx(c) {}
+  void reserve(std::size_t n) { conns.reserve(n); }
+
+  template <typename D, typename H>
+  void start_after(std::size_t, const D& d, H h) {
+    conns.emplace_back(ctx, clock::now() + d, [this, h](const error_code& ec, bool rearmed) {
+      if (rearmed)
+        ++rearms;
+      else
+        h(ec);
+    });
+    conns.back().arm();
+  }
+
+  template <typename D, typename H>
+  void touch(std::size_t i, const D& d, H&&) {
+    conns[i].touch(d);
+  }
+
+  void cancel_all() {
+    for (auto& w : conns) w.timer.cancel();
+  }
+  void poll() { ctx.poll(); }
+  void run() { ctx.run(); }
+  clock::time_point expiry(std::size_t i) const { return conns[i].deadline; }
+  void verify(std::size_t) const { check(rearms == 0, "a watchdog fired during the measured phase"); }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// heap: the floor (bench_heap.hpp), no event loop, no handler: handlers are accepted and dropped. fire =
+// push all, then pop all in order; churn = remove + push (with one steady_clock::now() per operation, like
+// the others); touch = store the new deadline beside the heap (re-keyed when it surfaces, which never happens
+// in the run); memory = the heap's entries and positions, reserved.
+
+struct heap {
+  struct context {};  // no io_context: allocating one would move the memory workload's RSS by a page
+  static constexpr const char* name = "heap";
+  static constexpr std::uint64_t touch_aborts = 0;
+  static void warm_up(context&) {}
+
+  bare_heap h;
+  std::vector<std::int64_t> deadline;  // touch only (memory does not count it)
+  std::size_t n = 0;
+  std::uint64_t popped = 0;
+  std::int64_t last = 0;
+  bool ordered = true;
+
+  explicit heap(context&) {}
+  void reserve(std::size_t max) {
+    h.reserve(max);
+    n = max;
+  }
+
+  template <typename H>
+  void start_at(std::size_t i, clock::time_point t, H&&) {
+    h.push(static_cast<std::uint32_t>(i), to_ns(t.time_since_epoch()));
+  }
+
+  template <typename D, typename H>
+  void start_after(std::size_t i, const D& d, H&&) {
+    if (deadline.empty()) deadline.resize(n);
+    deadline[i] = now_ns() + to_ns(d);
+    h.push(static_cast<std::uint32_t>(i), deadline[i]);
+  }
+
+  template <typename D, typename H>
+  void restart(std::size_t i, const D& d, H&&) {
+    const auto id = static_cast<std::uint32_t>(i);
+    h.remove(id);
+    h.push(id, now_ns() + to_ns(d));
+  }
+
+  template <typename D, typename H>
+  void touch(std::size_t i, const D& d, H&&) {
+    deadline[i] = now_ns() + to_ns(d);
+  }
+
+  void cancel_all() {}
+  void poll() {}
+  void run() {  // pop everything in order, without waiting for the clock
+    while (!h.empty()) {
+      ordered &= h.top().deadline >= last;
+      last = h.top().deadline;
+      h.pop();
+      ++popped;
+    }
+  }
+  void verify(std::size_t pending) const {
+    check(ordered, "heap popped out of order");
+    check_count("heap entries", h.size(), pending);
+  }
+};
+
+// The heap runs no handlers: its pops are its successes, and it counts no aborts.
+inline void expect(const heap& s, const counts&, std::uint64_t ok, std::uint64_t, const char*) {
+  check_count("popped", s.popped, ok);
+}
+
+}  // namespace bench
+
+#endif

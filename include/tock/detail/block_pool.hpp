@@ -1,0 +1,112 @@
+// tock/detail/block_pool.hpp: memory for the service's own Asio operations, so that paths that must not fail
+// (a re-arm at the end of a batch, a post from a destructor) never allocate.
+#ifndef TOCK_DETAIL_BLOCK_POOL_HPP
+#define TOCK_DETAIL_BLOCK_POOL_HPP
+
+#include <cstddef>
+#include <mutex>
+#include <new>
+#include <utility>
+
+namespace tock::detail {
+
+// Blocks of one size on a free list. Asio frees an operation's memory before its upcall, so a handler that
+// starts the next operation of its kind (the driver re-arming when it fires) finds the block its own
+// operation just returned: with reserve() at the points that may throw, the others never allocate.
+// Thread-safe (Asio frees operations on whichever thread runs them). Requests larger than block_size go to
+// operator new; tests check that the service's operations fit (fallbacks()).
+class block_pool {
+ public:
+  static constexpr std::size_t block_size = 256;
+
+  block_pool() = default;
+  block_pool(const block_pool&) = delete;
+  block_pool& operator=(const block_pool&) = delete;
+  // Every block must have been returned (the operations are destroyed at the context's shutdown, before it
+  // destroys the service that owns the pool).
+  ~block_pool() {
+    while (free_ != nullptr) ::operator delete(std::exchange(free_, free_->next));
+  }
+
+  // Makes sure `n` blocks are free. Throws std::bad_alloc, leaving the pool as it was (or larger). O(n).
+  void reserve(std::size_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (free_count_ < n) push_locked(::operator new(block_size));
+  }
+
+  // A free block, or one from operator new (which may throw std::bad_alloc). O(1).
+  void* allocate(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (bytes > block_size) {
+        ++fallbacks_;
+      } else if (free_ != nullptr) {
+        --free_count_;
+        return std::exchange(free_, free_->next);
+      }
+    }
+    return ::operator new(bytes <= block_size ? block_size : bytes);
+  }
+
+  // Keeps up to max_free blocks for reuse. O(1), never throws.
+  void deallocate(void* p, std::size_t bytes) noexcept {
+    if (bytes <= block_size) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (free_count_ < max_free) {
+        push_locked(p);
+        return;
+      }
+    }
+    ::operator delete(p);
+  }
+
+  // Requests that were too large for a block, for tests. O(1).
+  std::size_t fallbacks() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fallbacks_;
+  }
+
+  // The allocator an operation's handler associates, so that Asio takes the operation's memory from here.
+  template <typename T>
+  class allocator {
+   public:
+    using value_type = T;
+    explicit allocator(block_pool& pool) noexcept : pool_(&pool) {}
+    template <typename U>
+    allocator(const allocator<U>& other) noexcept : pool_(other.pool_) {}
+    T* allocate(std::size_t n) { return static_cast<T*>(pool_->allocate(n * sizeof(T))); }
+    void deallocate(T* p, std::size_t n) noexcept { pool_->deallocate(p, n * sizeof(T)); }
+    template <typename U>
+    bool operator==(const allocator<U>& other) const noexcept {
+      return pool_ == other.pool_;
+    }
+
+   private:
+    template <typename U>
+    friend class allocator;
+    block_pool* pool_;
+  };
+
+ private:
+  // Enough for every operation a burst of re-arms leaves queued on a busy context to come back, without
+  // keeping a burst's worth forever.
+  static constexpr std::size_t max_free = 16;
+
+  struct free_block {
+    free_block* next;
+  };
+
+  void push_locked(void* p) noexcept {
+    free_ = ::new (p) free_block{free_};
+    ++free_count_;
+  }
+
+  mutable std::mutex mutex_;
+  free_block* free_ = nullptr;
+  std::size_t free_count_ = 0;
+  std::size_t fallbacks_ = 0;
+};
+
+}  // namespace tock::detail
+
+#endif

@@ -1,0 +1,291 @@
+// tock/detail/service_core.hpp: the part of a timer service its operations reach, and its queue of deferred
+// completions.
+#ifndef TOCK_DETAIL_SERVICE_CORE_HPP
+#define TOCK_DETAIL_SERVICE_CORE_HPP
+
+#include <tock/detail/block_pool.hpp>
+#include <tock/detail/wait_op.hpp>
+#include <tock/error.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace tock::detail {
+
+// How a deferred completion ends. Never zero: see deferred_queue.
+enum class deferred : std::uint8_t { aborted = 1, capacity_exceeded = 2, fired = 3 };
+
+// Set by an operation asked to deliver (op_action::deliver) whose dispatch to its executor threw before
+// taking it: the operation is left as it was, and the drain queues it again, ahead of the rest.
+inline thread_local bool completion_kept = false;
+
+// The operation a runner (a function object that owns it) is being dispatched for on this thread. Asio
+// moves the function into wrappers of its own before it allocates, so a dispatch that cannot allocate
+// destroys the runner while the exception unwinds; such a runner gives its operation back (give_back)
+// instead of finishing it, and the dispatcher keeps it. Nested dispatches (a handler run in place that
+// dispatches its own) save and restore it.
+class dispatching {
+ public:
+  explicit dispatching(const void* op) noexcept : saved_(std::exchange(current_, op)) {}
+  ~dispatching() { current_ = saved_; }
+  dispatching(const dispatching&) = delete;
+  dispatching& operator=(const dispatching&) = delete;
+
+  // Called by a runner's destructor that still owns `op`: true if that is the failed dispatch of `op`.
+  static bool give_back(const void* op) noexcept {
+    if (op != current_ || std::uncaught_exceptions() == 0) return false;
+    current_ = nullptr;
+    return true;
+  }
+  // After the dispatch threw: whether the runner gave the operation back.
+  bool given_back() const noexcept { return current_ == nullptr; }
+  // Whether a runner is being dispatched on this thread (the fault-injection test tells tock's dispatches
+  // from Asio's own with it).
+  static bool active() noexcept { return current_ != nullptr; }
+
+ private:
+  inline static thread_local const void* current_ = nullptr;
+  const void* saved_;
+};
+
+// A first-in first-out queue of operations (timer waits and sleeps) linked through themselves, so that
+// queueing never allocates. A link holds the next operation's address and, in the low bits its alignment
+// leaves free, whether it is a sleep and how it completes (never zero, so that a queued timer wait, whose
+// link sits in `next`, is told from one in a ring: ring links have those bits clear). Under the core's lock.
+class deferred_queue {
+ public:
+  using link = std::uintptr_t;
+
+  struct batch {
+    link first = 0;  // 0: empty
+    link last = 0;
+  };
+
+  bool empty() const noexcept { return head_.first == 0; }
+  void push_back(wait_op& op, deferred how) noexcept { push_back(make(&op, false, how)); }
+  void push_back(sleep_entry& op, deferred how) noexcept { push_back(make(&op, true, how)); }
+
+  batch take_all() noexcept { return std::exchange(head_, batch{}); }
+
+  // Puts `b` back in front of what is queued.
+  void push_front(const batch& b) noexcept {
+    if (b.first == 0) return;
+    set_next(b.last, head_.first != 0 ? head_.first : end);
+    if (head_.first == 0) head_.last = b.last;
+    head_.first = b.first;
+  }
+
+  // The queued operation after `l` in its batch, or 0 after `last`.
+  static link next_of(link l, const batch& b) noexcept { return l == b.last ? 0 : next(l); }
+
+  static bool is_sleep(link l) noexcept { return (l & sleep_bit) != 0; }
+  static deferred how(link l) noexcept { return static_cast<deferred>((l & kind_mask) >> 1); }
+  static void* address(link l) noexcept { return reinterpret_cast<void*>(l & ~(sleep_bit | kind_mask)); }
+
+ private:
+  static constexpr link sleep_bit = 1;
+  static constexpr link kind_mask = deferred_link_bits;
+  static constexpr link end = link(deferred::aborted) << 1;  // after the last one: no address, kind bits set
+
+  static_assert(alignof(wait_op) >= 8 && alignof(sleep_entry) >= 8);
+
+  static link make(void* op, bool is_sleep, deferred how) noexcept {
+    return reinterpret_cast<link>(op) | (is_sleep ? sleep_bit : 0) | (link(how) << 1);
+  }
+
+  static link next(link l) noexcept {
+    if (is_sleep(l)) return static_cast<sleep_entry*>(address(l))->deferred_next;
+    return reinterpret_cast<link>(static_cast<wait_op*>(address(l))->next);
+  }
+
+  static void set_next(link l, link to) noexcept {
+    if (is_sleep(l))
+      static_cast<sleep_entry*>(address(l))->deferred_next = to;
+    else
+      static_cast<wait_op*>(address(l))->next = reinterpret_cast<wait_op*>(to);
+  }
+
+  void push_back(link l) noexcept {
+    set_next(l, end);
+    if (head_.first == 0)
+      head_.first = l;
+    else
+      set_next(head_.last, l);
+    head_.last = l;
+  }
+
+  batch head_;
+};
+
+// The part of a timer service that its operations reach: the lock, the context, the hand-over of a fired
+// wait that runs on a foreign executor, and the queue of deferred completions. Not a template, so the
+// operations need not know the clock. Shared with fired waits queued on other executors, which may outlive
+// the service.
+//
+// Deferred completions: a wait that is aborted (cancel, reset, destroy, its slot) or refused (capacity)
+// completes later, from the context, as Asio's do. Rather than post each one (an allocation and a trip
+// through the scheduler per wait), its operation is queued here, still holding its handler, and one drain
+// posted to the context runs every completion queued until it starts: one post per batch, no allocation at
+// all (the queue is intrusive, the drain's memory is the core's own block). A completion queued while a
+// drain is pending runs in that drain, which was posted before it, so completions still run before anything
+// posted after them. A completion that could not be dispatched to its executor (no memory) is queued again.
+class service_core : public std::enable_shared_from_this<service_core> {
+ public:
+  // Reserves the drain's block: at most one drain is queued at a time, and Asio returns its block before it
+  // runs, so every later post finds it free.
+  explicit service_core(boost::asio::io_context& ctx) : ctx_(ctx) { drain_memory_.reserve(1); }
+  service_core(const service_core&) = delete;
+  service_core& operator=(const service_core&) = delete;
+  ~service_core() { run(deferred_.take_all(), false); }  // left only when the context was gone first
+
+  boost::asio::io_context& context() const noexcept { return ctx_; }
+  std::mutex& mutex() noexcept { return mutex_; }
+
+  // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it
+  // still counts as fired, false if it was cancelled in between (it is then reported as aborted).
+  bool settle_fired(wait_op& op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return settle_fired_locked(op);
+  }
+
+  // Queues the completion of an operation that left the service, after taking the service's handler out of
+  // its cancellation slot (the signal may be gone by the time it runs); true if the caller must post_drain()
+  // once it has released the lock. O(1), never throws.
+  template <typename Op>
+  bool defer_locked(Op& op, deferred how) noexcept {
+    op.complete(&op, *this, op_action::unhook, error_code());
+    deferred_.push_back(op, how);
+    return !std::exchange(drain_posted_, true);
+  }
+
+  // Drains whose operation did not fit the core's block, for tests.
+  std::size_t drain_fallbacks() const { return drain_memory_.fallbacks(); }
+
+  // Posts the drain that defer_locked() asked for. Never allocates (see the constructor).
+  void post_drain() { boost::asio::post(ctx_.get_executor(), drain{shared_from_this()}); }
+
+  // Queues again a fired operation whose dispatch to its executor threw (see complete_op): a timer wait that
+  // was cancelled since it fired completes as aborted. Takes the lock; never throws.
+  void requeue_fired(wait_op& op) noexcept {
+    queue_and_post([&] {
+      const bool fired = !op.checked_at_run || settle_fired_locked(op);
+      deferred_.push_back(op, fired ? deferred::fired : deferred::aborted);
+    });
+  }
+  void requeue_fired(sleep_entry& op) noexcept {
+    queue_and_post([&] { deferred_.push_back(op, deferred::fired); });
+  }
+
+  // The error a deferred completion carries.
+  static error_code error_of(deferred how) noexcept {
+    switch (how) {
+      case deferred::aborted: return boost::asio::error::operation_aborted;
+      case deferred::capacity_exceeded: return make_error_code(error::capacity_exceeded);
+      case deferred::fired: break;
+    }
+    return error_code();
+  }
+
+ private:
+  using batch = deferred_queue::batch;
+
+  bool settle_fired_locked(wait_op& op) noexcept {
+    if (op.next == nullptr) return false;
+    wait_op** link = nullptr;
+    wait_ring& ring = wait_ring::ring_of(op, link);
+    wait_ring::unlink(link, op);
+    --ring.due;
+    return true;
+  }
+
+  // Runs (or, when the context shuts down with it queued, destroys) the completions queued before it
+  // started. Its memory is the core's block, which the core (held by the drain) outlives.
+  class drain {
+   public:
+    using allocator_type = block_pool::allocator<void>;
+
+    explicit drain(std::shared_ptr<service_core> core) noexcept : core_(std::move(core)) {}
+    drain(drain&&) noexcept = default;
+    drain& operator=(drain&&) = delete;
+    ~drain() {
+      if (core_) core_->run(core_->take(), false);
+    }
+    allocator_type get_allocator() const noexcept { return allocator_type(core_->drain_memory_); }
+    void operator()() {
+      auto core = std::move(core_);
+      core->run(core->take(), true);
+    }
+
+   private:
+    std::shared_ptr<service_core> core_;
+  };
+
+  batch take() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drain_posted_ = false;
+    return deferred_.take_all();
+  }
+
+  // If a completion throws, the rest (and the one that threw, if it was kept) go back to the front of the
+  // queue under a new drain, and the exception leaves run().
+  void run(batch b, bool deliver) {
+    deferred_queue::link l = b.first;
+    while (l != 0) {
+      const deferred_queue::link next = deferred_queue::next_of(l, b);
+      completion_kept = false;
+      try {
+        complete(l, deliver);
+      } catch (...) {
+        requeue({completion_kept ? l : next, b.last});
+        completion_kept = false;
+        throw;
+      }
+      l = next;
+    }
+  }
+
+  void requeue(const batch& rest) noexcept {
+    if (rest.first != 0) queue_and_post([&] { deferred_.push_front(rest); });
+  }
+
+  // Queues completions (`queue` runs under the lock), then posts a drain unless one is pending.
+  template <typename Queue>
+  void queue_and_post(Queue&& queue) noexcept {
+    bool post;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue();
+      post = !std::exchange(drain_posted_, true);
+    }
+    if (post) post_drain();
+  }
+
+  void complete(deferred_queue::link l, bool deliver) {
+    const error_code ec = error_of(deferred_queue::how(l));
+    const op_action a = deliver ? op_action::deliver : op_action::discard;
+    if (deferred_queue::is_sleep(l)) {
+      auto* op = static_cast<sleep_entry*>(deferred_queue::address(l));
+      op->complete(op, *this, a, ec);
+    } else {
+      auto* op = static_cast<wait_op*>(deferred_queue::address(l));
+      op->complete(op, *this, a, ec);
+    }
+  }
+
+  boost::asio::io_context& ctx_;
+  std::mutex mutex_;
+  block_pool drain_memory_;
+  deferred_queue deferred_;    // under mutex_
+  bool drain_posted_ = false;  // a drain is queued and has not taken deferred_ yet
+};
+
+}  // namespace tock::detail
+
+#endif

@@ -1,0 +1,162 @@
+// tock/detail/timer_driver.hpp: the one timer that wakes a service, when it arms, and the firing loop.
+#ifndef TOCK_DETAIL_TIMER_DRIVER_HPP
+#define TOCK_DETAIL_TIMER_DRIVER_HPP
+
+#include <tock/detail/driver.hpp>
+#include <tock/detail/service_core.hpp>
+#include <tock/detail/timer_queue.hpp>
+#include <tock/error.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <utility>
+
+namespace tock::detail {
+
+// The arming rule: the driver is armed exactly while some wait sits in the queue's heap, at or before the
+// top's key. It is re-armed only when the top becomes earlier than what it is armed for; a later top is found
+// by waking early. During a batch nothing is armed: the batch re-arms once at its end (each arming is a
+// timerfd_settime, and the superseded wait an extra completion). Arming can fail (Asio allocates), so a call
+// that places a wait arms for it first (arm_for_locked), before anything changes; calls that only take waits
+// out never arm (disarm_if_idle_locked), so they cannot fail. The *_locked members run under the core's lock.
+template <typename Clock, typename WaitTraits>
+class timer_driver {
+ public:
+  using time_point = typename Clock::time_point;
+  using queue_type = timer_queue<time_point>;
+
+  timer_driver(service_core& core, queue_type& queue)
+      : core_(core), queue_(queue), driver_(core.context().get_executor()) {}
+
+  // Arms for an entry about to be placed at `key` (max(): placed nowhere in the heap), so that the top after
+  // placing it is covered. Throws with nothing changed (see asio_driver::arm).
+  void arm_for_locked(const time_point& key) {
+    if (key == time_point::max() || firing_ || stopped_) return;
+    const time_point at = queue_.earliest_with(key);
+    if (at < armed_at_) arm_locked(at);
+  }
+
+  // Once no wait is in the heap, the driver's wait goes, so that run() can return. Never throws.
+  void disarm_if_idle_locked() noexcept {
+    if (firing_ || queue_.heap_waits() != 0 || armed_at_ == time_point::max()) return;
+    armed_at_ = time_point::max();
+    generation_.fetch_add(1, std::memory_order_relaxed);
+    driver_.cancel();
+  }
+
+  // Shutdown: the driver never arms again.
+  void stop_locked() noexcept {
+    stopped_ = true;
+    armed_at_ = time_point::max();
+    generation_.fetch_add(1, std::memory_order_relaxed);
+    driver_.cancel();
+  }
+
+  // The arming rule holds, and the driver's operations fit their pool, for tests.
+  bool valid_locked() const {
+    const bool armed_ok = (queue_.heap_waits() == 0) == (armed_at_ == time_point::max()) || stopped_ || firing_;
+    return armed_ok && driver_.fallbacks() == 0;
+  }
+
+ private:
+  struct handler {
+    timer_driver* driver;
+    std::uint64_t generation;
+    void operator()(const error_code&) const { driver->on_fired(generation); }
+  };
+
+  // The generation is published only once the wait is in: a failed arm leaves the pending wait current. A
+  // new wait that fires before it is published is not taken for a stale one (see on_fired).
+  void arm_locked(const time_point& at) {
+    const std::uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
+    driver_.arm(at, handler{this, generation});
+    generation_.store(generation, std::memory_order_relaxed);
+    armed_at_ = at;
+  }
+
+  // Fires every wait that is due, in deadline order, then re-arms for what is left.
+  void on_fired(std::uint64_t generation) {
+    // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock; a wait
+    // newer than the generation read here is being armed, and the lock waits for it.
+    if (generation < generation_.load(std::memory_order_relaxed)) return;
+    std::unique_lock<std::mutex> lock(core_.mutex());
+    if (generation != generation_.load(std::memory_order_relaxed) || stopped_) return;
+    armed_at_ = time_point::max();
+
+    // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do).
+    struct rearm {
+      timer_driver& driver;
+      std::unique_lock<std::mutex>& lock;
+      // The wait that fired returned its memory to the driver, so the re-arm finds it (see asio_driver);
+      // should Asio's own timer queue fail to grow, run() is left with that exception, unless a handler's
+      // already leaves it.
+      ~rearm() noexcept(false) {
+        if (!lock.owns_lock()) lock.lock();
+        driver.firing_ = false;
+        try {
+          if (driver.queue_.heap_waits() != 0) driver.arm_locked(driver.queue_.top_key());
+        } catch (...) {
+          if (std::uncaught_exceptions() == 0) throw;
+        }
+      }
+    } guard{*this, lock};
+
+    firing_ = true;
+    const time_point now = Clock::now();
+    // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
+    // ones, wait for the next wake-up rather than starve the context.
+    for (std::size_t budget = queue_.heap_waits(); budget > 0; --budget) {
+      const typename queue_type::due next = queue_.pop_due(now);
+      if (!next) break;
+      lock.unlock();
+      if (next.sleep != nullptr)
+        invoke_unlocked(*next.sleep);
+      else
+        invoke_unlocked(*next.wait);
+      lock.lock();
+    }
+  }
+
+  // Runs a fired wait or sleep. One whose dispatch to its executor could not allocate is kept (see
+  // complete_op) and placed again (refire) before the exception leaves run(): nothing is lost.
+  template <typename Op>
+  void invoke_unlocked(Op& op) {
+    completion_kept = false;
+    try {
+      op.complete(&op, core_, op_action::invoke, error_code());
+    } catch (...) {
+      if (std::exchange(completion_kept, false)) refire(op);
+      throw;
+    }
+  }
+
+  // A sleep, or an entry (which fired: the deadline passed), completes as fired from the next drain.
+  void refire(sleep_entry& op) noexcept { core_.requeue_fired(op); }
+
+  // A timer wait waits again, first of its timer, so that it fires at the next wake-up and a cancel() in
+  // between still aborts it. Anything else (a deadline's entry, a wait cancelled since it fired, a wait whose
+  // timer cannot be placed again) is queued again: it completes from the next drain, as fired or aborted.
+  void refire(wait_op& op) noexcept {
+    if (op.checked_at_run) {
+      std::lock_guard<std::mutex> lock(core_.mutex());
+      if (op.next != nullptr && queue_.wait_again(op)) return;
+    }
+    core_.requeue_fired(op);
+  }
+
+  service_core& core_;
+  queue_type& queue_;
+  typename driver_for<Clock, WaitTraits>::type driver_;
+  time_point armed_at_ = time_point::max();  // max: the driver is not armed
+  std::atomic<std::uint64_t> generation_{0};  // written under the lock; read first without it
+  bool firing_ = false;                       // a batch runs: it re-arms when it ends
+  bool stopped_ = false;
+};
+
+}  // namespace tock::detail
+
+#endif

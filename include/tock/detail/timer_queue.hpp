@@ -1,0 +1,398 @@
+// tock/detail/timer_queue.hpp: the deadlines of one service: the heap, the parked list, the timers' rings and
+// their accounting. A pure data structure, as Asio's timer_queue: no lock (the service holds its own around
+// every call), no arming (timer_driver.hpp), no completion (the service and the driver run them).
+#ifndef TOCK_DETAIL_TIMER_QUEUE_HPP
+#define TOCK_DETAIL_TIMER_QUEUE_HPP
+
+#include <tock/detail/deadline_heap.hpp>
+#include <tock/detail/timer_node.hpp>
+#include <tock/detail/wait_op.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tock::detail {
+
+// Entries are timers (one heap slot however many waits; see timer_node.hpp for the key <= expiry rule) and
+// sleeps (a sleep or a tock::timeout entry is its own node). Waits at TimePoint::max() never fire: they are
+// parked in a side list instead, and take no heap slot. Calls that may allocate come in two steps, a
+// reserve_* that throws with nothing changed and a noexcept step that changes things.
+template <typename TimePoint>
+class timer_queue {
+ public:
+  using timer = timer_node<TimePoint>;
+
+  // What pop_due() found: a sleep out of the heap, or the oldest waiting wait of a timer, fired.
+  struct due {
+    sleep_entry* sleep = nullptr;
+    wait_op* wait = nullptr;
+    explicit operator bool() const noexcept { return sleep != nullptr || wait != nullptr; }
+  };
+
+  // What detach() found: the wait was gone, had fired but not run yet, or was still waiting.
+  enum class unlinked { nothing, due, waiting };
+
+  std::size_t pending() const noexcept { return heap_waits_ + parked_waits_; }
+  std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits whose timer or sleep is in the heap
+  std::size_t parked_waits() const noexcept { return parked_waits_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  void set_capacity(std::size_t n) noexcept { capacity_ = n < heap_node::max_position ? n : heap_node::max_position; }
+
+  // The key the driver must be armed at once something is placed at `key`. Requires a key below max().
+  TimePoint earliest_with(const TimePoint& key) const noexcept {
+    return !heap_.empty() && heap_.top().key < key ? heap_.top().key : key;
+  }
+  bool heap_empty() const noexcept { return heap_.empty(); }
+  const TimePoint& top_key() const noexcept { return heap_.top().key; }
+
+  // --- A wait on a timer: wait_past_capacity, reserve_wait, then link_wait.
+
+  // A new wait would need a heap slot for the timer, and none is left.
+  bool wait_past_capacity(const timer& t) const noexcept {
+    return !t.node.in_heap() && !t.node.parked() && t.expiry() != TimePoint::max() && slots_in_use() >= capacity_;
+  }
+  void reserve_wait(const timer& t) { reserve_at(t.expiry()); }
+
+  // Where a new wait puts its timer in the heap, or max() if the heap keeps it where it is (it waits already,
+  // or parks). A timer left in the heap without waits keeps a key earlier than its expiry (it is re-keyed
+  // when it surfaces).
+  TimePoint wait_key(const timer& t) const noexcept {
+    if (t.ring.waiting > 0 || t.expiry() == TimePoint::max()) return TimePoint::max();
+    return t.node.in_heap() && heap_.key_of(t.node) < t.expiry() ? heap_.key_of(t.node) : t.expiry();
+  }
+
+  void link_wait(timer& t, wait_op& op) noexcept {
+    const bool first = t.ring.waiting == 0;
+    op.seq = next_seq_++;
+    t.ring.push_back(op);
+    if (t.expiry() == TimePoint::max()) {
+      if (t.node.in_heap()) {
+        heap_.remove(t.node);
+        --lingering_;
+      }
+      if (!t.node.parked()) park(t.node);
+      ++parked_waits_;
+      return;
+    }
+    ++heap_waits_;
+    // A timer ranks among equal deadlines by its oldest waiting wait (see resequence).
+    if (!first) return;
+    if (t.node.in_heap()) {
+      --lingering_;
+      if (heap_.key_of(t.node) < t.expiry()) return;  // a lazy key stays (wait_key)
+      t.node.seq = op.seq;
+      heap_.rekey(t.node, t.expiry());
+    } else {
+      t.node.seq = op.seq;
+      heap_.push(t.node, t.expiry());
+    }
+  }
+
+  // --- Sleeps and tock::timeout's entries: sleep_past_capacity, reserve_at, then push_sleep.
+
+  bool sleep_past_capacity(const TimePoint& at) const noexcept {
+    return at != TimePoint::max() && slots_in_use() >= capacity_;
+  }
+
+  // Makes room for one more entry at `at` (the heap, or the parked list for max()). Throws std::bad_alloc.
+  void reserve_at(const TimePoint& at) {
+    if (at != TimePoint::max()) {
+      heap_.reserve_one();
+    } else if (parked_.size() == parked_.capacity()) {
+      parked_.reserve(parked_.empty() ? 16 : parked_.size() * 2);
+    }
+  }
+
+  void push_sleep(sleep_entry& op, const TimePoint& at) noexcept {
+    if (at == TimePoint::max()) {
+      park(op.node);
+      ++parked_waits_;
+      return;
+    }
+    op.node.seq = next_seq_++;
+    heap_.push(op.node, at);
+    ++heap_waits_;
+  }
+
+  // Takes a sleep out; false if it is in neither the heap nor the parked list (it fired, or never started).
+  bool unschedule(sleep_entry& op) noexcept {
+    if (op.node.in_heap()) {
+      heap_.remove(op.node);
+      --heap_waits_;
+    } else if (op.node.parked()) {
+      unpark(op.node);
+      --parked_waits_;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // --- Taking waits out.
+
+  // Takes up to `limit` waits of a timer, oldest first: fired ones are only unlinked (their runner reports
+  // them aborted), waiting ones are passed to `defer`. The timer stays in the heap: a later wait will likely
+  // reuse its slot. Returns how many were taken.
+  template <typename Defer>
+  std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept {
+    std::size_t taken = 0;
+    std::size_t waiting_taken = 0;
+    while (taken < limit && !t.ring.empty()) {
+      bool was_due = false;
+      wait_op& op = t.ring.take_front(was_due);
+      if (!was_due) {
+        defer(op);
+        ++waiting_taken;
+      }
+      ++taken;
+    }
+    if (waiting_taken > 0) waits_left(t, waiting_taken);
+    return taken;
+  }
+
+  // Takes a wait out of whatever ring it is in. O(waits of its timer).
+  unlinked detach(wait_op& op) noexcept {
+    if (op.next == nullptr || is_deferred(op)) return unlinked::nothing;
+    wait_op** link = nullptr;
+    wait_ring& ring = wait_ring::ring_of(op, link);
+    const bool was_due = ring.index_of(op) < ring.due;
+    wait_ring::unlink(link, op);
+    if (was_due) {
+      --ring.due;
+      return unlinked::due;
+    }
+    --ring.waiting;
+    waits_left(timer::of_ring(ring), 1);
+    return unlinked::waiting;
+  }
+
+  // A timer without waits leaves the heap (its object is going away).
+  void remove_timer(timer& t) noexcept {
+    if (t.node.in_heap()) {
+      heap_.remove(t.node);
+      --lingering_;
+    }
+  }
+
+  // --- Moving a timer's expiry without aborting its waits: reserve_move, move_key, then move_expiry.
+
+  void reserve_move(const timer& t, const TimePoint& at) {
+    if (t.ring.waiting > 0) reserve_at(at);
+  }
+
+  // Where the move puts the timer in the heap, or max() if it puts it nowhere earlier.
+  TimePoint move_key(const timer& t, const TimePoint& at) const noexcept {
+    if (t.ring.waiting == 0 || at == TimePoint::max()) return TimePoint::max();
+    if (t.node.parked() || !(heap_.key_of(t.node) < at)) return at;
+    return TimePoint::max();
+  }
+
+  void move_expiry(timer& t, const TimePoint& at) noexcept {
+    const std::size_t n = t.ring.waiting;
+    if (n > 0) {
+      if (at == TimePoint::max()) {
+        if (!t.node.parked()) {
+          heap_.remove(t.node);
+          heap_waits_ -= n;
+          park(t.node);
+          parked_waits_ += n;
+        }
+      } else if (t.node.parked()) {
+        unpark(t.node);
+        parked_waits_ -= n;
+        t.node.seq = t.ring.first_waiting()->seq;
+        heap_.push(t.node, at);
+        heap_waits_ += n;
+      } else if (!(heap_.key_of(t.node) < at)) {
+        t.node.seq = t.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
+        heap_.rekey(t.node, at);
+      }
+    }
+    t.set_expiry(at);
+  }
+
+  // Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` gets expiry `from_expiry`.
+  void move_timer(timer& to, timer& from, const TimePoint& from_expiry) noexcept {
+    to.set_expiry(from.expiry());
+    from.set_expiry(from_expiry);
+    to.ring.take_from(from.ring);
+    to.node.seq = from.node.seq;
+    to.node.position = from.node.position;
+    if (from.node.in_heap())
+      heap_.relocate(from.node, to.node);
+    else if (from.node.parked())
+      parked_[from.node.position & ~heap_node::parked_flag] = &to.node;
+    from.node.position = heap_node::nowhere;
+  }
+
+  // --- Firing.
+
+  // The next entry due at `now`, in deadline order: a sleep leaves the heap, a timer's oldest waiting wait
+  // fires (wait_ring::fire_first). Timers left without waits leave the heap on the way; timers extended
+  // lazily are re-keyed at their expiry. O(log N) per entry.
+  due pop_due(const TimePoint& now) noexcept {
+    while (!heap_.empty()) {
+      const auto& top = heap_.top();
+      if (now < top.key) break;
+      heap_node& n = *top.node;
+      if (!n.is_timer) {
+        sleep_entry* op = sleep_entry::from_node(&n);
+        heap_.remove(n);
+        --heap_waits_;
+        return {op, nullptr};
+      }
+      timer& t = *timer::from_node(&n);
+      if (t.ring.waiting == 0) {  // left behind by a cancel or reset
+        heap_.remove(n);
+        --lingering_;
+        continue;
+      }
+      if (const TimePoint expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
+        n.seq = t.ring.first_waiting()->seq;                         // see resequence
+        heap_.rekey(n, expiry);
+        continue;
+      }
+      wait_op& op = t.ring.fire_first();
+      --heap_waits_;
+      if (t.ring.waiting == 0)
+        heap_.remove(n);
+      else
+        resequence(t);
+      return {nullptr, &op};
+    }
+    return {};
+  }
+
+  // A fired wait that has not run waits again, first of its timer, at the timer's expiry. False (nothing
+  // changed) if the timer parks now or the heap cannot take it back.
+  bool wait_again(wait_op& op) noexcept {
+    wait_op** link = nullptr;
+    wait_ring& ring = wait_ring::ring_of(op, link);
+    timer& t = timer::of_ring(ring);
+    if (t.expiry() == TimePoint::max()) return false;
+    if (!t.node.in_heap()) {
+      try {
+        heap_.reserve_one();
+      } catch (...) {
+        return false;
+      }
+    }
+    const bool was_idle = ring.waiting == 0;
+    ring.unfire(link, op);
+    ++heap_waits_;
+    if (!t.node.in_heap()) {
+      t.node.seq = op.seq;
+      heap_.push(t.node, t.expiry());
+    } else {
+      if (was_idle) --lingering_;
+      resequence(t);
+    }
+    return true;
+  }
+
+  // Empties the queue (shutdown): every sleep and every waiting wait is passed on. Fired waits stay in their
+  // rings: their runners, queued on other executors, own them.
+  template <typename OnSleep, typename OnWait>
+  void clear(OnSleep&& on_sleep, OnWait&& on_wait) noexcept {
+    auto collect = [&](heap_node& n) {
+      n.position = heap_node::nowhere;
+      if (!n.is_timer) {
+        on_sleep(*sleep_entry::from_node(&n));
+        return;
+      }
+      wait_ring& ring = timer::from_node(&n)->ring;
+      while (ring.waiting > 0) on_wait(ring.take_first_waiting());
+    };
+    heap_.drain(collect);
+    for (heap_node* n : parked_) collect(*n);
+    parked_.clear();
+    heap_waits_ = 0;
+    parked_waits_ = 0;
+    lingering_ = 0;
+  }
+
+  // The heap and the accounting checked against each other, for tests. O(N).
+  bool valid() const {
+    if (!heap_.valid()) return false;
+    std::size_t in_heap = 0;
+    std::size_t lingering = 0;
+    for (std::size_t i = 0; i < heap_.size(); ++i) {
+      const heap_node* n = heap_.at(i).node;
+      if (!n->is_timer) {
+        ++in_heap;
+        continue;
+      }
+      const timer& t = *timer::from_node(const_cast<heap_node*>(n));
+      // A timer with waits is keyed no later than its expiry; one without may linger with any key.
+      if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry() || t.expiry() == TimePoint::max())) return false;
+      in_heap += t.ring.waiting;
+      lingering += t.ring.waiting == 0;
+    }
+    std::size_t parked = 0;
+    for (std::size_t i = 0; i < parked_.size(); ++i) {
+      const heap_node* n = parked_[i];
+      if (n->position != (heap_node::parked_flag | i)) return false;
+      parked += n->is_timer ? timer::from_node(const_cast<heap_node*>(n))->ring.waiting : 1;
+    }
+    return in_heap == heap_waits_ && parked == parked_waits_ && lingering == lingering_;
+  }
+
+ private:
+  // Heap slots held by waits: timers left in the heap without waits do not count, since they leave when
+  // they surface or when their next wait starts.
+  std::size_t slots_in_use() const noexcept { return heap_.size() - lingering_; }
+
+  // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
+  // the sequence number of its oldest waiting wait, and is re-sifted when that wait leaves. O(log N), and
+  // only for timers with several waits. A timer keyed earlier than its expiry (a lazy key) is re-sequenced
+  // when it surfaces instead, as its key only ranks it then.
+  void resequence(timer& t) noexcept {
+    const std::uint32_t seq = t.ring.first_waiting()->seq;
+    if (t.node.seq == (seq & 0x7FFF'FFFFu)) return;
+    const TimePoint key = heap_.key_of(t.node);
+    if (key < t.expiry()) return;
+    t.node.seq = seq;
+    heap_.rekey(t.node, key);
+  }
+
+  // Accounts for `n` waits that left a timer's ring before firing.
+  void waits_left(timer& t, std::size_t n) noexcept {
+    if (t.node.in_heap()) {
+      heap_waits_ -= n;
+      if (t.ring.waiting > 0)
+        resequence(t);
+      else
+        ++lingering_;
+    } else if (t.node.parked()) {
+      parked_waits_ -= n;
+      if (t.ring.waiting == 0) unpark(t.node);
+    }
+  }
+
+  void park(heap_node& n) noexcept {  // room reserved by reserve_at
+    n.position = static_cast<std::uint32_t>(parked_.size()) | heap_node::parked_flag;
+    parked_.push_back(&n);
+  }
+
+  void unpark(heap_node& n) noexcept {
+    const std::size_t i = n.position & ~heap_node::parked_flag;
+    heap_node* last = parked_.back();
+    parked_[i] = last;
+    last->position = static_cast<std::uint32_t>(i) | heap_node::parked_flag;
+    parked_.pop_back();
+    n.position = heap_node::nowhere;
+  }
+
+  deadline_heap<TimePoint> heap_;
+  std::vector<heap_node*> parked_;
+  std::size_t heap_waits_ = 0;
+  std::size_t parked_waits_ = 0;  // waits parked at TimePoint::max()
+  std::size_t lingering_ = 0;     // timers left in the heap with no waits
+  std::size_t capacity_ = heap_node::max_position;
+  std::uint32_t next_seq_ = 0;
+};
+
+}  // namespace tock::detail
+
+#endif
