@@ -72,11 +72,13 @@ inline const char* system_label(const std::string& s) {
   if (s == "tock_deadline") return "tock::deadline";
   if (s == "watchdog") return "watchdog (asio)";
   if (s == "heap") return "bare heap (floor)";
+  if (s == "tock_periodic") return "tock::periodic_timer";
   return s.c_str();
 }
 
 inline const std::vector<std::string>& all_systems() {
-  static const std::vector<std::string> v = {"asio", "tock_timer", "tock_sleep", "tock_deadline", "watchdog", "heap"};
+  static const std::vector<std::string> v = {"asio",     "tock_timer", "tock_sleep",   "tock_deadline",
+                                             "watchdog", "heap",       "tock_periodic"};
   return v;
 }
 
@@ -120,6 +122,10 @@ inline void print_report(const results& res) {
               {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
   value_table(res, "touch", "touch: CPU ns per idle-deadline extension, N connections, ratio to asio", &row::ns_per_op,
               0, {{"tock_timer", "watchdog"}, {"tock_deadline", "watchdog"}, {"tock_deadline", "heap"}});
+  value_table(res, "periodic",
+              "periodic: CPU ns per tick, N periodic timers every tick due, ratio to asio (re-armed by hand)",
+              &row::ns_per_op, 0, {});
+  value_table(res, "periodic", "periodic: heap allocations (operator new) per tick", &row::allocs_per_op, 3, {});
   value_table(res, "memory", "memory: bytes of RSS per pending wait (with the timer objects), ratio to asio",
               &row::bytes_per_timer, 1, {});
 

@@ -375,6 +375,58 @@ inline void expect(const heap& s, const counts&, std::uint64_t ok, std::uint64_t
   check_count("popped", s.popped, ok);
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// periodic: timer i ticks every `period` on a grid from `first`; tick(i, h) waits for its next tick. Asio's
+// steady_timer is re-armed by hand at each tick (expires_at(expiry() + period)), as Asio's users do; tock's
+// periodic_timer keeps the grid itself (burst: every tick is delivered, none is dropped).
+
+struct asio_periodic {
+  static constexpr const char* name = "asio";
+  using context = asio::io_context;
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<asio::steady_timer>(ctx); }
+
+  explicit asio_periodic(asio::io_context& ctx) : ctx_(ctx) {}
+  void reserve(std::size_t n) { timers_.reserve(n); }
+  void add(clock::time_point first, clock::duration period) {
+    timers_.emplace_back(ctx_, first);
+    period_ = period;
+  }
+  template <typename Handler>
+  void tick(std::size_t i, Handler&& h) {
+    timers_[i].async_wait([h = std::forward<Handler>(h), t = &timers_[i], p = period_](const error_code& ec) {
+      if (!ec) t->expires_at(t->expiry() + p);
+      h(ec);
+    });
+  }
+  void run() { ctx_.run(); }
+
+ private:
+  asio::io_context& ctx_;
+  std::vector<asio::steady_timer> timers_;
+  clock::duration period_{};
+};
+
+struct tock_periodic {
+  static constexpr const char* name = "tock_periodic";
+  using context = asio::io_context;
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<tock::timer>(ctx); }
+
+  explicit tock_periodic(asio::io_context& ctx) : ctx_(ctx) {}
+  void reserve(std::size_t n) { timers_.reserve(n); }
+  void add(clock::time_point first, clock::duration period) {
+    timers_.emplace_back(ctx_, first, period, tock::missed_ticks::burst);
+  }
+  template <typename Handler>
+  void tick(std::size_t i, Handler&& h) {
+    timers_[i].async_wait([h = std::forward<Handler>(h)](const error_code& ec, std::uint64_t) { h(ec); });
+  }
+  void run() { ctx_.run(); }
+
+ private:
+  asio::io_context& ctx_;
+  std::vector<tock::periodic_timer> timers_;
+};
+
 }  // namespace bench
 
 #endif

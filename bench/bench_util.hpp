@@ -67,6 +67,11 @@ inline void check(bool ok, const std::string& what) {
 }
 
 // "expected X, got Y" for the handler counts.
+// operator new calls on this thread so far: counted by timer_bench.cpp's replacement of operator new (a
+// thread-local increment: no atomic instruction in the other workloads' measured phases).
+inline thread_local std::size_t allocation_count = 0;
+inline std::size_t allocations() { return allocation_count; }
+
 inline void check_count(const char* what, std::uint64_t got, std::uint64_t expected) {
   if (got != expected) {
     std::ostringstream s;
@@ -75,17 +80,18 @@ inline void check_count(const char* what, std::uint64_t got, std::uint64_t expec
   }
 }
 
-// One CSV row: workload,system,n,ns_per_op,bytes_per_timer,p50_us,p99_us,max_us,wakeups,ops_per_s,repeats
+// One CSV row: workload,system,n,ns_per_op,bytes_per_timer,p50_us,p99_us,max_us,wakeups,ops_per_s,repeats,
+// allocs_per_op
 struct row {
   std::string workload, system;
   std::size_t n = 0;
   double ns_per_op = none, bytes_per_timer = none, p50_us = none, p99_us = none, max_us = none, wakeups = none,
-         ops_per_s = none;
+         ops_per_s = none, allocs_per_op = none;
   int repeats = 1;
 };
 
 inline const char* csv_header =
-    "workload,system,n,ns_per_op,bytes_per_timer,p50_us,p99_us,max_us,wakeups,ops_per_s,repeats";
+    "workload,system,n,ns_per_op,bytes_per_timer,p50_us,p99_us,max_us,wakeups,ops_per_s,repeats,allocs_per_op";
 
 inline std::string fmt_field(double v, int decimals) {
   if (std::isnan(v)) return "";
@@ -98,7 +104,8 @@ inline std::string to_csv(const row& r) {
   std::ostringstream s;
   s << r.workload << ',' << r.system << ',' << r.n << ',' << fmt_field(r.ns_per_op, 1) << ','
     << fmt_field(r.bytes_per_timer, 1) << ',' << fmt_field(r.p50_us, 1) << ',' << fmt_field(r.p99_us, 1) << ','
-    << fmt_field(r.max_us, 1) << ',' << fmt_field(r.wakeups, 0) << ',' << fmt_field(r.ops_per_s, 0) << ',' << r.repeats;
+    << fmt_field(r.max_us, 1) << ',' << fmt_field(r.wakeups, 0) << ',' << fmt_field(r.ops_per_s, 0) << ',' << r.repeats
+    << ',' << fmt_field(r.allocs_per_op, 3);
   return s.str();
 }
 
@@ -119,7 +126,7 @@ inline bool from_csv(const std::string& line, row& r) {
     }
   }
   f.push_back(cur);
-  if (f.size() != 11 || f[0] == "workload") return false;
+  if (f.size() != 12 || f[0] == "workload") return false;
   r.workload = f[0];
   r.system = f[1];
   r.n = static_cast<std::size_t>(std::strtoull(f[2].c_str(), nullptr, 10));
@@ -131,6 +138,7 @@ inline bool from_csv(const std::string& line, row& r) {
   r.wakeups = parse_field(f[8]);
   r.ops_per_s = parse_field(f[9]);
   r.repeats = std::atoi(f[10].c_str());
+  r.allocs_per_op = parse_field(f[11]);
   return true;
 }
 

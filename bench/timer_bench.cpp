@@ -6,17 +6,29 @@
 //   timer_bench --header               the CSV header
 //   timer_bench --report=CSV [--syscalls=CSV]   Markdown tables, ratios to asio, targets met or missed
 //
-// Workloads: fire churn touch memory lateness sparse threads check.
-// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap (not every workload applies to every system).
-// CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for what each measures.
+// Workloads: fire churn touch memory lateness sparse threads check periodic.
+// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap tock_periodic (not every workload applies to every
+// system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for what each measures.
 #include "bench_report.hpp"
 #include "bench_util.hpp"
 #include "bench_workloads.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
+
+// Counts allocations for the periodic workload (bench::allocations()); otherwise what the default does.
+void* operator new(std::size_t size) {
+  ++bench::allocation_count;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+// Out of line: GCC's -Wmismatched-new-delete would see free() on a pointer from operator new.
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -46,6 +58,7 @@ using lateness_systems = systems<asio_timers, tock_timers, tock_sleeps<false>>;
 using sparse_systems = systems<asio_timers, tock_timers, tock_sleeps<false>>;
 using threads_systems = systems<asio_timers, tock_timers>;
 using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog>;
+using periodic_systems = systems<asio_periodic, tock_periodic>;
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_systems() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> v = {
@@ -53,6 +66,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_sy
       {"touch", touch_systems::names()},       {"memory", memory_systems::names()},
       {"lateness", lateness_systems::names()}, {"sparse", sparse_systems::names()},
       {"threads", threads_systems::names()},   {"check", check_systems::names()},
+      {"periodic", periodic_systems::names()},
   };
   return v;
 }
@@ -117,6 +131,10 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
     r.max_us = median(mx);
   } else if (w == "threads") {
     threads_systems::with(s, [&]<typename S>() { r.ops_per_s = median_of(repeats, [&] { return threads<S>(n); }); });
+  } else if (w == "periodic") {
+    periodic_systems::with(s, [&]<typename S>() {
+      r.ns_per_op = median_of(repeats, [&] { return periodic<S>(n, ops, r.allocs_per_op); });
+    });
   } else if (w == "check") {
     check_systems::with(s, []<typename S>() { check_idle<S>(); });
   }
@@ -140,6 +158,8 @@ void list(bool quick) {
         std::printf("%s --n=100000 --repeats=%d\n", head.c_str(), quick ? 1 : 5);
       } else if (w == "sparse") {
         std::printf("%s --n=10000 --repeats=%d\n", head.c_str(), quick ? 1 : 7);
+      } else if (w == "periodic") {
+        std::printf("%s --n=1000 --repeats=%d%s\n", head.c_str(), quick ? 1 : 3, ops.c_str());
       } else if (w == "threads") {
         std::printf("%s --n=%d --repeats=%d\n", head.c_str(), quick ? 200000 : 1000000, quick ? 1 : 3);
       } else {

@@ -1,0 +1,282 @@
+// tock/periodic_timer.hpp: a timer that ticks every period on a fixed grid, with a policy for missed ticks.
+#ifndef TOCK_PERIODIC_TIMER_HPP
+#define TOCK_PERIODIC_TIMER_HPP
+
+#include <tock/basic_timer.hpp>
+#include <tock/detail/time_arith.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/wait_traits.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace tock {
+
+// What a periodic timer does about the ticks that passed while its loop was stalled or its handler slow.
+enum class missed_ticks : unsigned char {
+  skip,   // drop them: the next tick is the first point of the grid after now (the default)
+  burst,  // deliver them back to back until caught up, staying on the grid
+  delay,  // start over: the next tick is one period after the wait that follows a tick starts
+};
+
+namespace detail {
+
+// What a periodic timer owns, shared with its pending wait's handler so that the handler may run (or be
+// destroyed at shutdown) after the timer object is gone or has moved. Tick n is at origin + n * period,
+// computed by multiplication from the grid's origin, never by adding periods, so that it does not drift.
+template <typename Clock, typename WaitTraits, typename Executor>
+struct periodic_state {
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  std::optional<basic_timer<Clock, WaitTraits, Executor>> timer;  // reset when the owner goes
+  time_point origin;
+  std::uint64_t next = 0;  // the index of the next tick on the grid
+  duration period;
+  missed_ticks policy;
+  bool restart = false;  // delay: the next wait starts the period over from its own start
+  bool waiting = false;  // a wait is pending: one at a time, as a tick goes to one waiter
+  std::uint64_t ticks = 0;
+
+  // The time of tick `next` (time_point::max() once the grid leaves the clock's range).
+  time_point tick_time() const noexcept {
+    using rep = typename duration::rep;
+    if (next != 0 && static_cast<std::uint64_t>(period.count()) > std::uint64_t(std::numeric_limits<rep>::max()) / next)
+      return time_point::max();
+    return saturating_add(origin, duration(period.count() * static_cast<rep>(next)));
+  }
+
+  // A successful wait for tick `next` completes now: moves to the next tick by the policy and returns how
+  // many whole periods have passed since the tick's time.
+  std::uint64_t consume() noexcept {
+    const time_point at = tick_time(), now = Clock::now();
+    const std::uint64_t missed = now > at ? static_cast<std::uint64_t>((now - at) / period) : 0;
+    ++ticks;
+    switch (policy) {
+      case missed_ticks::skip: next += 1 + missed; break;
+      case missed_ticks::burst: next += 1; break;
+      case missed_ticks::delay: restart = true; break;
+    }
+    return missed;
+  }
+};
+
+// The handler given to the periodic timer's inner timer: on success it consumes the tick, then calls the
+// user's handler with (error_code, missed). Its associators are the user handler's.
+template <typename State, typename Handler>
+class tick_handler {
+ public:
+  tick_handler(std::shared_ptr<State> state, Handler handler)
+      : state_(std::move(state)), handler_(std::move(handler)) {}
+  tick_handler(tick_handler&&) noexcept = default;
+  tick_handler& operator=(tick_handler&&) = delete;
+  // Destroyed without being called (a failed start, shutdown): the timer may wait again.
+  ~tick_handler() {
+    if (state_) state_->waiting = false;
+  }
+
+  void operator()(const error_code& ec) {
+    const std::shared_ptr<State> state = std::move(state_);
+    state->waiting = false;
+    const std::uint64_t missed = ec ? 0 : state->consume();
+    std::move(handler_)(ec, missed);
+  }
+
+  const Handler& user_handler() const noexcept { return handler_; }
+
+ private:
+  std::shared_ptr<State> state_;
+  Handler handler_;
+};
+
+}  // namespace detail
+
+// A timer that completes a wait at each tick of a grid: every `period` from a first tick, each completion
+// reporting how many ticks it missed. One heap slot per timer, re-keyed in place at each tick; no
+// allocation per tick beyond the wait's own operation, which tock recycles.
+//
+// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers); the wait's handler
+// updates the timer's grid when it runs, so run it where the timer is used (its executor or strand).
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
+class basic_periodic_timer {
+  using state = detail::periodic_state<Clock, WaitTraits, Executor>;
+
+ public:
+  using executor_type = Executor;
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  // Ticks every `period`, the first tick one period from now. Throws std::invalid_argument if `period` is
+  // not positive. Allocates once (the state, which stays put when the timer moves).
+  basic_periodic_timer(const executor_type& ex, const duration& period, missed_ticks policy = missed_ticks::skip)
+      : basic_periodic_timer(ex, detail::saturating_add(Clock::now(), checked(period)), period, policy) {}
+
+  // Ticks every `period`, the first tick at `first` (a past time is due at once). Throws as above.
+  basic_periodic_timer(const executor_type& ex, const time_point& first, const duration& period,
+                       missed_ticks policy = missed_ticks::skip)
+      : state_(std::make_shared<state>()) {
+    state_->timer.emplace(ex, first);
+    state_->origin = first;
+    state_->period = checked(period);
+    state_->policy = policy;
+  }
+
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_periodic_timer(ExecutionContext& ctx, const duration& period, missed_ticks policy = missed_ticks::skip)
+      : basic_periodic_timer(executor_type(ctx.get_executor()), period, policy) {}
+
+  template <typename ExecutionContext,
+            std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
+  basic_periodic_timer(ExecutionContext& ctx, const time_point& first, const duration& period,
+                       missed_ticks policy = missed_ticks::skip)
+      : basic_periodic_timer(executor_type(ctx.get_executor()), first, period, policy) {}
+
+  // Takes over `other`'s grid and pending wait; `other` may only be destroyed or assigned to (any other
+  // call throws std::logic_error). O(1), no allocation.
+  basic_periodic_timer(basic_periodic_timer&& other) noexcept = default;
+
+  // Aborts this timer's pending wait (operation_aborted), then takes over `other`'s.
+  basic_periodic_timer& operator=(basic_periodic_timer&& other) noexcept {
+    if (this != &other) {
+      release();
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+
+  // A pending wait completes with operation_aborted. O(log N).
+  ~basic_periodic_timer() { release(); }
+
+  basic_periodic_timer(const basic_periodic_timer&) = delete;
+  basic_periodic_timer& operator=(const basic_periodic_timer&) = delete;
+
+  // The executor given at construction. O(1).
+  executor_type get_executor() { return get().timer->get_executor(); }
+
+  // The period and the policy. O(1).
+  duration period() const { return get().period; }
+  missed_ticks policy() const { return get().policy; }
+
+  // When the next wait completes: the next tick's time (under delay, once a tick completed and until the
+  // next wait starts: one period from now). O(1).
+  time_point next_tick() const {
+    const state& s = get();
+    return s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
+  }
+
+  // How many ticks have completed so far. O(1).
+  std::uint64_t ticks() const { return get().ticks; }
+
+  // From the next tick on (which keeps its time, even if a wait for it is pending), ticks are `period`
+  // apart. Throws std::invalid_argument, with nothing changed, if `period` is not positive. O(1).
+  void set_period(const duration& period) {
+    state& s = get();
+    checked(period);
+    s.origin = s.tick_time();
+    s.next = 0;
+    s.period = period;
+  }
+
+  // Aborts the pending wait (operation_aborted) and returns how many were aborted (0 or 1); the next wait
+  // is for the same tick. O(1).
+  std::size_t cancel() { return get().timer->cancel(); }
+
+  // Waits for the next tick; completes with void(error_code, std::uint64_t missed): success and the number
+  // of whole periods between the tick's time and the completion (skip: the ticks dropped; burst: the ticks
+  // still due after this one; delay: how late it ran), or operation_aborted (cancel(), destruction, or a
+  // cancellation slot of any type) or tock::error::capacity_exceeded, with missed = 0 and the tick kept.
+  // One wait at a time: throws boost::system::system_error (asio::error::already_started) if one is
+  // pending. O(log N) at most (O(1) when the tick moves later), as basic_timer::async_wait.
+  template <typename WaitToken = asio::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return asio::async_initiate<WaitToken, void(error_code, std::uint64_t)>(initiate_wait{state_}, token);
+  }
+
+ private:
+  class initiate_wait {
+   public:
+    using executor_type = Executor;
+
+    explicit initiate_wait(std::shared_ptr<state> s) : state_(std::move(s)) {
+      if (!state_) throw std::logic_error("tock::basic_periodic_timer: used after a move");
+    }
+
+    executor_type get_executor() const noexcept { return state_->timer->get_executor(); }
+
+    template <typename Handler>
+    void operator()(Handler&& handler) const {
+      state& s = *state_;
+      if (s.waiting) throw boost::system::system_error(asio::error::already_started, "tock::periodic_timer");
+      detail::tick_handler<state, std::decay_t<Handler>> tick(state_, std::forward<Handler>(handler));
+      s.waiting = true;  // the tick handler clears it however it ends, including when the start throws
+      // Nothing of the grid changes until the wait is in: a start that throws leaves it as it was.
+      const time_point at = s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
+      if (s.timer->expiry() != at) s.timer->expires_at(at);
+      s.timer->async_wait(std::move(tick));
+      if (s.restart) {
+        s.restart = false;
+        s.origin = at;
+        s.next = 0;
+      }
+    }
+
+   private:
+    std::shared_ptr<state> state_;
+  };
+
+  static const duration& checked(const duration& period) {
+    if (!(period > duration::zero())) throw std::invalid_argument("tock::basic_periodic_timer: period <= 0");
+    return period;
+  }
+
+  state& get() const {
+    if (!state_) throw std::logic_error("tock::basic_periodic_timer: used after a move");
+    return *state_;
+  }
+
+  void release() noexcept {
+    if (state_) state_->timer.reset();
+    state_.reset();
+  }
+
+  std::shared_ptr<state> state_;
+};
+
+// The periodic timer most code wants: std::chrono::steady_clock, any_io_executor.
+using periodic_timer = basic_periodic_timer<std::chrono::steady_clock>;
+
+}  // namespace tock
+
+namespace boost::asio {
+
+template <template <typename, typename> class Associator, typename State, typename Handler, typename DefaultCandidate>
+struct associator<Associator, tock::detail::tick_handler<State, Handler>, DefaultCandidate> {
+  using type = typename Associator<Handler, DefaultCandidate>::type;
+
+  static type get(const tock::detail::tick_handler<State, Handler>& h) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.user_handler());
+  }
+
+  static auto get(const tock::detail::tick_handler<State, Handler>& h, const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Handler, DefaultCandidate>::get(h.user_handler(), c)) {
+    return Associator<Handler, DefaultCandidate>::get(h.user_handler(), c);
+  }
+};
+
+}  // namespace boost::asio
+
+#endif

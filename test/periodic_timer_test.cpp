@@ -1,0 +1,347 @@
+// tock::basic_periodic_timer in virtual time (tock::manual_clock): each missed-tick policy through stalls
+// with exact missed counts, no drift over a million ticks, set_period, cancel, destruction, moves, one wait
+// at a time, tokens and cancellation slots. Every case measures from manual_clock::now() (the virtual time
+// is shared by the whole process).
+#include "test_support.hpp"
+
+#include <tock/manual_clock.hpp>
+#include <tock/periodic_timer.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using tock::error_code;
+using tock::manual_clock;
+using tock::missed_ticks;
+using periodic = tock::basic_periodic_timer<manual_clock>;
+
+const error_code aborted = asio::error::operation_aborted;
+
+// One tick as a handler saw it.
+struct tick {
+  error_code ec;
+  std::uint64_t missed = 0;
+  manual_clock::time_point at{};
+};
+
+auto record_tick(std::vector<tick>& ticks) {
+  return [&ticks](const error_code& ec, std::uint64_t missed) { ticks.push_back({ec, missed, manual_clock::now()}); };
+}
+
+void settle(asio::io_context& ctx) {
+  ctx.restart();
+  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
+  }
+}
+
+// Waits once and runs what is ready: the tick, if one is due.
+void wait_and_settle(periodic& t, asio::io_context& ctx, std::vector<tick>& ticks) {
+  t.async_wait(record_tick(ticks));
+  settle(ctx);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(periodic_timer_test)
+
+BOOST_AUTO_TEST_CASE(ticks_every_period_and_never_before) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  for (int n = 1; n <= 3; ++n) {
+    t.async_wait(record_tick(ticks));
+    manual_clock::advance(9s + 999ms);
+    settle(ctx);
+    BOOST_REQUIRE_EQUAL(ticks.size(), std::size_t(n - 1));
+    manual_clock::advance(1ms);
+    settle(ctx);
+    BOOST_REQUIRE_EQUAL(ticks.size(), std::size_t(n));
+    BOOST_CHECK(!ticks.back().ec);
+    BOOST_CHECK_EQUAL(ticks.back().missed, 0u);
+    BOOST_CHECK(ticks.back().at == start + n * 10s);
+  }
+  BOOST_CHECK_EQUAL(t.ticks(), 3u);
+  BOOST_CHECK(t.next_tick() == start + 40s);
+}
+
+BOOST_AUTO_TEST_CASE(skip_drops_missed_ticks_and_stays_on_the_grid) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s);  // skip is the default
+  BOOST_CHECK(t.policy() == missed_ticks::skip);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  manual_clock::advance(10s);
+  settle(ctx);
+  manual_clock::advance(25s);  // a stall: now start + 35s; the tick at 20s is late, 30s passed as well
+  wait_and_settle(t, ctx, ticks);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[1].missed, 1u);  // (35 - 20) / 10: the tick at 30s is dropped
+  BOOST_CHECK(t.next_tick() == start + 40s);
+  wait_and_settle(t, ctx, ticks);
+  BOOST_CHECK_EQUAL(ticks.size(), 2u);  // nothing due until 40s
+  manual_clock::advance(5s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 3u);
+  BOOST_CHECK_EQUAL(ticks[2].missed, 0u);
+  BOOST_CHECK(ticks[2].at == start + 40s);
+}
+
+BOOST_AUTO_TEST_CASE(burst_delivers_missed_ticks_back_to_back_then_stays_on_the_grid) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s, missed_ticks::burst);
+  std::vector<tick> ticks;
+  manual_clock::advance(42s);  // ticks at 10, 20, 30, 40 are all due
+  for (int i = 0; i < 4; ++i) wait_and_settle(t, ctx, ticks);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    BOOST_CHECK(!ticks[i].ec);
+    BOOST_CHECK_EQUAL(ticks[i].missed, 3 - i);  // the ticks still due behind this one
+  }
+  BOOST_CHECK(t.next_tick() == start + 50s);
+  wait_and_settle(t, ctx, ticks);
+  BOOST_CHECK_EQUAL(ticks.size(), 4u);
+  manual_clock::advance(8s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 5u);
+  BOOST_CHECK(ticks[4].at == start + 50s);
+}
+
+BOOST_AUTO_TEST_CASE(delay_counts_the_period_from_the_next_wait) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s, missed_ticks::delay);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  manual_clock::advance(5s);  // the handler's work took 5 s: the next tick is 10 s after the next wait
+  BOOST_CHECK(t.next_tick() == start + 25s);
+  t.async_wait(record_tick(ticks));
+  BOOST_CHECK(t.next_tick() == start + 25s);
+  manual_clock::advance(32s);  // a stall: the tick at 25s runs at 47s
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[1].missed, 2u);  // (47 - 25) / 10
+  wait_and_settle(t, ctx, ticks);
+  BOOST_CHECK(t.next_tick() == start + 57s);
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 3u);
+  BOOST_CHECK(ticks[2].at == start + 57s);
+}
+
+BOOST_AUTO_TEST_CASE(a_million_ticks_stay_on_the_grid) {
+  asio::io_context ctx;
+  const auto first = manual_clock::now() + 1s;
+  const auto period = 1ms + 7ns;  // not a round number: adding it up in any inexact way would show
+  periodic t(ctx, first, period);
+  std::uint64_t ticks = 0, missed = 0;
+  constexpr std::uint64_t n = 1'000'000;
+  manual_clock::advance_to(first);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    t.async_wait([&](const error_code& ec, std::uint64_t m) {
+      ticks += !ec;
+      missed += m;
+    });
+    ctx.restart();
+    ctx.poll();
+    manual_clock::advance(period);
+  }
+  BOOST_CHECK_EQUAL(ticks, n);
+  BOOST_CHECK_EQUAL(missed, 0u);
+  BOOST_CHECK(t.next_tick() == first + static_cast<std::int64_t>(n) * period);
+}
+
+BOOST_AUTO_TEST_CASE(set_period_applies_from_the_next_tick) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  t.set_period(3s);  // the pending wait keeps its tick at 10s
+  BOOST_CHECK(t.period() == 3s);
+  BOOST_CHECK(t.next_tick() == start + 10s);
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(t.next_tick() == start + 13s);
+  BOOST_CHECK_THROW(t.set_period(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(t.set_period(-1s), std::invalid_argument);
+  BOOST_CHECK(t.period() == 3s);
+  BOOST_CHECK(t.next_tick() == start + 13s);
+}
+
+BOOST_AUTO_TEST_CASE(a_non_positive_period_is_refused) {
+  asio::io_context ctx;
+  BOOST_CHECK_THROW(periodic(ctx, 0s), std::invalid_argument);
+  BOOST_CHECK_THROW(periodic(ctx, manual_clock::now(), -5ms), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(cancel_aborts_the_wait_and_keeps_its_tick) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  BOOST_CHECK_EQUAL(t.cancel(), 1u);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
+  BOOST_CHECK_EQUAL(ticks[0].missed, 0u);
+  BOOST_CHECK_EQUAL(t.cancel(), 0u);
+  BOOST_CHECK_EQUAL(t.ticks(), 0u);
+  BOOST_CHECK(t.next_tick() == start + 10s);
+  t.async_wait(record_tick(ticks));  // waits for the same tick
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK(!ticks[1].ec);
+  BOOST_CHECK(ticks[1].at == start + 10s);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancellation_slot_aborts_the_wait) {
+  asio::io_context ctx;
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  asio::cancellation_signal sig;
+  t.async_wait(asio::bind_cancellation_slot(sig.slot(), record_tick(ticks)));
+  sig.emit(asio::cancellation_type::terminal);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
+  t.async_wait(record_tick(ticks));  // the timer can wait again
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK(!ticks[1].ec);
+}
+
+BOOST_AUTO_TEST_CASE(destruction_aborts_the_pending_wait) {
+  asio::io_context ctx;
+  std::vector<tick> ticks;
+  {
+    periodic t(ctx, 10s);
+    t.async_wait(record_tick(ticks));
+  }
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
+  tock_test::check_idle(ctx);
+}
+
+BOOST_AUTO_TEST_CASE(one_wait_at_a_time) {
+  asio::io_context ctx;
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  try {
+    t.async_wait(record_tick(ticks));
+    BOOST_FAIL("a second wait was accepted");
+  } catch (const boost::system::system_error& e) {
+    BOOST_CHECK_EQUAL(e.code(), asio::error::already_started);
+  }
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);  // the first wait is untouched
+  BOOST_CHECK(!ticks[0].ec);
+}
+
+BOOST_AUTO_TEST_CASE(a_move_takes_the_grid_and_the_pending_wait) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic a(ctx, 10s);
+  std::vector<tick> ticks;
+  a.async_wait(record_tick(ticks));
+  periodic b(std::move(a));
+  BOOST_CHECK_THROW(a.async_wait(record_tick(ticks)), std::logic_error);
+  BOOST_CHECK_THROW(a.next_tick(), std::logic_error);
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(!ticks[0].ec);
+  BOOST_CHECK(b.next_tick() == start + 20s);
+  periodic c(ctx, 1s);
+  c.async_wait(record_tick(ticks));
+  c = std::move(b);  // c's pending wait is aborted
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[1].ec, aborted);
+  BOOST_CHECK(c.next_tick() == start + 20s);
+  a = std::move(c);  // a moved-from timer can be assigned to
+  BOOST_CHECK(a.next_tick() == start + 20s);
+}
+
+BOOST_AUTO_TEST_CASE(use_awaitable_returns_the_missed_count) {
+  asio::io_context ctx;
+  periodic t(ctx, 10s);
+  std::vector<std::uint64_t> missed;
+  asio::co_spawn(
+      ctx,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 2; ++i) missed.push_back(co_await t.async_wait(asio::use_awaitable));
+      },
+      asio::detached);
+  settle(ctx);
+  manual_clock::advance(10s);
+  settle(ctx);
+  manual_clock::advance(30s);  // the second tick (20s) runs at 40s
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(missed.size(), 2u);
+  BOOST_CHECK_EQUAL(missed[0], 0u);
+  BOOST_CHECK_EQUAL(missed[1], 2u);
+}
+
+BOOST_AUTO_TEST_CASE(use_future_gives_the_missed_count_or_the_error) {
+  asio::io_context ctx;
+  periodic t(ctx, 10s);
+  std::future<std::uint64_t> f = t.async_wait(asio::use_future);
+  manual_clock::advance(25s);
+  settle(ctx);
+  BOOST_REQUIRE(f.wait_for(0s) == std::future_status::ready);
+  BOOST_CHECK_EQUAL(f.get(), 1u);
+  std::future<std::uint64_t> g = t.async_wait(asio::use_future);
+  t.cancel();
+  settle(ctx);
+  BOOST_CHECK_THROW(g.get(), boost::system::system_error);
+}
+
+BOOST_AUTO_TEST_CASE(ticks_on_the_steady_clock_in_order_and_never_early) {
+  // Real time is the point: the default clock and the real driver.
+  asio::io_context ctx;
+  const auto start = std::chrono::steady_clock::now();
+  tock::periodic_timer t(ctx, 2ms);
+  std::vector<std::chrono::steady_clock::time_point> at;
+  std::function<void(const error_code&, std::uint64_t)> on_tick = [&](const error_code& ec, std::uint64_t) {
+    BOOST_REQUIRE(!ec);
+    at.push_back(std::chrono::steady_clock::now());
+    if (at.size() < 3) t.async_wait(on_tick);
+  };
+  t.async_wait(on_tick);
+  ctx.run_for(10s);  // bounded: returns once the three ticks are done
+  BOOST_REQUIRE_EQUAL(at.size(), 3u);
+  for (std::size_t i = 0; i < at.size(); ++i) BOOST_CHECK(at[i] >= start + static_cast<int>(i + 1) * 2ms);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
