@@ -371,8 +371,8 @@ inline void do_nothing(const error_code&) {}
 #define TIMED_OPS_FIXTURE_CASE(name, Fixture) TIMED_OPS_FIXTURE_CASE_ON(tock::manual_clock, name, Fixture)
 #define TIMED_OPS_CASE(name) TIMED_OPS_FIXTURE_CASE(name, tock_test::no_fixture)
 
-// On steady_clock, in real time: for cases whose point is real time, or that never let a deadline pass (they
-// keep the default clock's adapters covered). Each says which.
+// On steady_clock, in real time: for the few cases whose point is real time. Each says why. (The others run
+// on manual_clock even when no deadline passes, so that a file compiles its operations for one clock only.)
 #define TIMED_OPS_STEADY_FIXTURE_CASE(name, Fixture) TIMED_OPS_FIXTURE_CASE_ON(std::chrono::steady_clock, name, Fixture)
 #define TIMED_OPS_STEADY_CASE(name) TIMED_OPS_STEADY_FIXTURE_CASE(name, tock_test::no_fixture)
 

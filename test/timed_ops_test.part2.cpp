@@ -1,5 +1,6 @@
 // timed_ops_test, continued (see timed_ops_test.cpp): completion tokens, then what only a deadline does
-// (moving it, waiting on it, cancelling, destroying and moving it) and what only a timeout does.
+// (moving it, waiting on it, cancelling, destroying and moving it) and what only a timeout does. All in
+// virtual time (tock::basic_deadline<tock::manual_clock>, tock::timeout<tock::manual_clock>).
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
@@ -125,15 +126,14 @@ TIMED_OPS_FIXTURE_CASE(as_tuple_outside_returns_timed_out, pending_read) {
   check_idle<manual_clock>(ctx);
 }
 
-// Steady clock, the default: no deadline passes here, so nothing waits on time.
-TIMED_OPS_STEADY_FIXTURE_CASE(use_awaitable_read_returns_bytes_before_deadline, pending_read) {
+TIMED_OPS_FIXTURE_CASE(use_awaitable_read_returns_bytes_before_deadline, pending_read) {
   asio::write(s.client, asio::buffer("abc", 3));
   A limit(ctx, never);
   std::size_t got = 0;
   BOOST_REQUIRE(
       run_coroutine(ctx, [&]() -> asio::awaitable<void> { got = co_await read(limit.bind(asio::use_awaitable)); }));
   BOOST_CHECK_EQUAL(got, 3u);
-  check_idle(ctx);
+  check_idle<manual_clock>(ctx);
 }
 
 TIMED_OPS_FIXTURE_CASE(deferred_read_times_out_once_invoked, pending_read) {
@@ -447,8 +447,8 @@ BOOST_FIXTURE_TEST_CASE(read_and_write_deadlines_are_independent, pending_read) 
 // it (a lazy extension surfacing): a move to a time after the heap key but before the current expiry takes
 // the lock-free path, and must not be lost to the re-key. A sleep due with the heap key runs first in the
 // driver's batch and signals when to move. Checked by the service's invariants (no deadline keyed later than
-// its expiry), so without any timing assumption; stops at the first broken round.
-// Real time: the move races the driver on another thread, and the race is the point.
+// its expiry), so without any timing assumption; stops at the first broken round. The threads race in real
+// time; the clock is virtual, so that no deadline passes before the case moves time, however slow a thread.
 BOOST_AUTO_TEST_CASE(deadline_moved_during_driver_rekey_is_not_lost) {
   asio::io_context ctx;
   auto work = asio::make_work_guard(ctx);
@@ -458,26 +458,31 @@ BOOST_AUTO_TEST_CASE(deadline_moved_during_driver_rekey_is_not_lost) {
   int broken_rounds = 0;
   int rounds_run = 0;
   std::atomic<int> failed_waits{0};
+  std::atomic<int> early_waits{0};  // completed before the expiry they were moved to
   for (int round = 0; round < rounds && broken_rounds == 0; ++round, ++rounds_run) {
-    std::vector<std::unique_ptr<tock::deadline>> deadlines;
+    std::vector<std::unique_ptr<manual_deadline>> deadlines;
     std::atomic<int> done{0};
     std::atomic<bool> batch_started{false};
-    const auto key = steady_clock::now() + 1ms;
+    const auto key = manual_clock::now() + 1ms;
     tock::async_sleep_until(ctx, key, [&](const error_code&) { batch_started.store(true); });
     for (int i = 0; i < per_round; ++i) {
-      deadlines.push_back(std::make_unique<tock::deadline>(ctx.get_executor(), key));
-      deadlines.back()->async_wait([&](const error_code& ec) {
+      deadlines.push_back(std::make_unique<manual_deadline>(ctx.get_executor(), key));
+      deadlines.back()->async_wait([&, key](const error_code& ec) {
         if (ec && ec != aborted) ++failed_waits;
+        if (!ec && manual_clock::now() < key + 3ms) ++early_waits;
         ++done;
       });
       deadlines.back()->expires_at(key + 50ms);  // later: only the expiry moves; the heap keeps `key`
     }
-    while (!batch_started.load() && steady_clock::now() < key + 5s) {
+    manual_clock::advance_to(key);  // the driver's batch starts on the runner's thread
+    const auto spin_limit = steady_clock::now() + 5s;
+    while (!batch_started.load() && steady_clock::now() < spin_limit) {
     }
     for (auto& d : deadlines) d->expires_at(key + 3ms);  // after the heap key, before the current expiry
-    if (!service_of(ctx).invariants_hold()) ++broken_rounds;
+    if (!service_of<manual_clock>(ctx).invariants_hold()) ++broken_rounds;
     if (broken_rounds > 0)
       for (auto& d : deadlines) d->cancel();
+    manual_clock::advance_to(key + 3ms);
     const auto limit = steady_clock::now() + 5s;
     while (done.load() < per_round && steady_clock::now() < limit) std::this_thread::sleep_for(100us);
     BOOST_REQUIRE_EQUAL(done.load(), per_round);
@@ -487,7 +492,8 @@ BOOST_AUTO_TEST_CASE(deadline_moved_during_driver_rekey_is_not_lost) {
   BOOST_TEST_MESSAGE("rounds run: " << rounds_run);
   BOOST_CHECK_EQUAL(broken_rounds, 0);
   BOOST_CHECK_EQUAL(failed_waits.load(), 0);
-  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+  BOOST_CHECK_EQUAL(early_waits.load(), 0);
+  BOOST_CHECK_EQUAL(service_of<manual_clock>(ctx).pending(), 0u);
 }
 
 // --- One deadline, many operations: one completing leaves the others alone, they time out together, cancel(),
@@ -549,9 +555,8 @@ BOOST_FIXTURE_TEST_CASE(deadline_times_out_all_bound_operations_together, pendin
   check_idle<manual_clock>(ctx);
 }
 
-// Steady clock, the default: no deadline passes here, so nothing waits on time.
 BOOST_FIXTURE_TEST_CASE(deadline_cancel_aborts_waits_and_bound_operations, pending_read) {
-  tock::deadline dl(ctx, never);
+  manual_deadline dl(ctx, never);
   completion w1;
   completion w2;
   dl.async_wait(record(w1));
@@ -562,7 +567,7 @@ BOOST_FIXTURE_TEST_CASE(deadline_cancel_aborts_waits_and_bound_operations, pendi
   t.async_wait(dl.bind(record(timer_wait)));
   ctx.poll();
   BOOST_CHECK_EQUAL(dl.cancel(), 4u);
-  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+  BOOST_CHECK_EQUAL(service_of<manual_clock>(ctx).pending(), 0u);
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_CHECK_EQUAL(w1.calls, 1);
   BOOST_CHECK_EQUAL(w1.ec, aborted);
@@ -572,7 +577,7 @@ BOOST_FIXTURE_TEST_CASE(deadline_cancel_aborts_waits_and_bound_operations, pendi
   BOOST_CHECK_EQUAL(r.ec, aborted);
   BOOST_CHECK_EQUAL(timer_wait.calls, 1);
   BOOST_CHECK_EQUAL(timer_wait.ec, aborted);
-  BOOST_CHECK(service_of(ctx).invariants_hold());
+  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
   BOOST_CHECK_EQUAL(dl.cancel(), 0u);
 }
 
@@ -594,11 +599,10 @@ BOOST_FIXTURE_TEST_CASE(deadline_binds_again_after_cancel, pending_read) {
   check_idle<manual_clock>(ctx);
 }
 
-// Steady clock, the default: no deadline passes here, so nothing waits on time.
 BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all, pending_read) {
   allocation_counts counts;
   const counting_allocator<void> alloc(counts);
-  auto dl = std::make_unique<tock::deadline>(ctx, never);
+  auto dl = std::make_unique<manual_deadline>(ctx, never);
   read(dl->bind(asio::bind_allocator(alloc, record_io(r))));
   asio::steady_timer t(ctx, never);
   completion timer_wait;
@@ -608,7 +612,7 @@ BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all
   ctx.poll();
   BOOST_CHECK_GT(counts.live_bytes.load(), 0);
   dl.reset();
-  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+  BOOST_CHECK_EQUAL(service_of<manual_clock>(ctx).pending(), 0u);
   BOOST_REQUIRE(run_until_idle(ctx));
   BOOST_CHECK_EQUAL(r.calls, 1);
   BOOST_CHECK_EQUAL(r.ec, aborted);
@@ -618,19 +622,19 @@ BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all
   BOOST_CHECK_EQUAL(wait.ec, aborted);
   BOOST_CHECK_EQUAL(counts.allocations.load(), counts.deallocations.load());
   BOOST_CHECK_EQUAL(counts.live_bytes.load(), 0);
-  BOOST_CHECK(service_of(ctx).invariants_hold());
+  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
 }
 
-// Steady clock, the default: no deadline passes here, so nothing waits on time.
 BOOST_AUTO_TEST_CASE(shutdown_destroys_deadline_wait_and_bound_sleep_once) {
   probe wait_probe;
   probe sleep_probe;
   {
     shutdown_context ctx;
     {
-      tock::deadline dl(ctx, never);
+      manual_deadline dl(ctx, never);
       dl.async_wait(tracked_handler(wait_probe));
-      tock::async_sleep_for(ctx, never, dl.bind(asio::bind_executor(ctx, tracked_handler(sleep_probe))));
+      tock::async_sleep_until(ctx, manual_clock::now() + never,
+                              dl.bind(asio::bind_executor(ctx, tracked_handler(sleep_probe))));
       ctx.poll();
       BOOST_CHECK_EQUAL(wait_probe.alive(), 1);
       BOOST_CHECK_EQUAL(sleep_probe.alive(), 1);
@@ -795,12 +799,12 @@ BOOST_FIXTURE_TEST_CASE(deferred_read_timeout_counts_from_invocation, pending_re
 
 // A deadline may not outlive its context: deadline/shutdown_destroys_deadline_wait_and_bound_sleep_once is its
 // case.
-// Steady clock, the default: no deadline passes here, so nothing waits on time.
 BOOST_AUTO_TEST_CASE(context_destroyed_with_timed_sleep_destroys_handler_once) {
   probe p;
   {
     asio::io_context ctx;
-    tock::async_sleep_for(ctx, never, tock::timeout(never, asio::bind_executor(ctx, tracked_handler(p))));
+    tock::async_sleep_until(ctx, manual_clock::now() + never,
+                            tock::timeout<manual_clock>(never, asio::bind_executor(ctx, tracked_handler(p))));
     ctx.poll();
     BOOST_CHECK_EQUAL(p.alive(), 1);
   }
