@@ -4,6 +4,7 @@
 #define TOCK_TEST_SUPPORT_HPP
 
 #include <tock/error.hpp>
+#include <tock/manual_clock.hpp>
 #include <tock/timer_service.hpp>
 
 #include <boost/asio/error.hpp>
@@ -54,11 +55,13 @@ inline bool run_until_idle(asio::io_context& ctx, steady_clock::duration limit =
   return ctx.stopped();
 }
 
-// What a completion handler made by record() saw: how often it ran, with which code, and when.
+// What a completion handler made by record() saw: how often it ran, with which code, and when, in real time
+// and in virtual time (tock::manual_clock, for the cases that run on it).
 struct completion {
   int calls = 0;
   error_code ec;
   steady_clock::time_point at{};
+  tock::manual_clock::time_point virtual_at{};
 };
 
 // A void(error_code) handler that writes into `c`, which must outlive it.
@@ -67,6 +70,7 @@ inline auto record(completion& c) {
     ++c.calls;
     c.ec = ec;
     c.at = steady_clock::now();
+    c.virtual_at = tock::manual_clock::now();
   };
 }
 

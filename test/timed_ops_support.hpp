@@ -2,13 +2,14 @@
 // recorders for I/O completions, a bounded coroutine runner, an operation that records the cancellation
 // type emitted on it, a handler that counts its destruction, and for timed_ops_test: the two adapters behind
 // one interface (with_deadline, with_timeout), the macros that run a case with each, the prelude of a pending
-// read, and a tally of outcomes.
+// read, a tally of outcomes, and the steps of virtual time.
 #ifndef TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 #define TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 
 #include "test_support.hpp"
 
 #include <tock/deadline.hpp>
+#include <tock/manual_clock.hpp>
 #include <tock/timeout.hpp>
 
 #include <boost/asio/async_result.hpp>
@@ -51,12 +52,14 @@ struct socket_pair {
   tcp::socket client;
 };
 
-// What a void(error_code, std::size_t) handler made by record_io() saw.
+// What a void(error_code, std::size_t) handler made by record_io() saw (`at` in real time, `virtual_at` on
+// tock::manual_clock).
 struct io_result {
   int calls = 0;
   error_code ec;
   std::size_t bytes = 0;
   steady_clock::time_point at{};
+  tock::manual_clock::time_point virtual_at{};
 };
 
 inline auto record_io(io_result& r) {
@@ -65,6 +68,7 @@ inline auto record_io(io_result& r) {
     r.ec = ec;
     r.bytes = n;
     r.at = steady_clock::now();
+    r.virtual_at = tock::manual_clock::now();
   };
 }
 
@@ -77,15 +81,64 @@ inline auto record_io_then(io_result& r, std::function<void()> then) {
   };
 }
 
+// Virtual time (tock::manual_clock): what waits on it completes only when the case moves it, so a case can
+// check that nothing completed before a deadline and that it completed at the very advance that reached it.
+
+// The smallest step of the manual clock: `t - tick` is the last moment before `t`.
+inline constexpr tock::manual_clock::duration tick{1};
+
+// Runs what is ready on `ctx` without waiting, including completions that become ready while doing so (a
+// socket's cancellation). True if `ctx` then has no work left. (It restarts `ctx` first: a context that ran
+// out of work stays stopped, and would run nothing.)
+inline bool settle(asio::io_context& ctx) {
+  ctx.restart();
+  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
+  }
+  return ctx.stopped();
+}
+
+// Moves the manual clock to `t` (or by `d`: not named advance, which std::advance would win by ADL), then
+// settles `ctx`. True if `ctx` then has no work left.
+inline bool advance_to(asio::io_context& ctx, tock::manual_clock::time_point t) {
+  tock::manual_clock::advance_to(t);
+  return settle(ctx);
+}
+inline bool advance_by(asio::io_context& ctx, tock::manual_clock::duration d) {
+  return advance_to(ctx, tock::manual_clock::now() + d);
+}
+
+// run_until_idle(ctx), for a context that settle() or advance_to() may have left stopped.
+inline bool rerun_until_idle(asio::io_context& ctx) {
+  ctx.restart();
+  return run_until_idle(ctx);
+}
+
+// Runs `ctx` until `done()`, for no longer than `limit`: for real I/O, which completes in real time, while a
+// virtual wait still pending keeps `ctx` from running out of work. True if done().
+inline bool run_until(asio::io_context& ctx, const std::function<bool()>& done,
+                      steady_clock::duration limit = std::chrono::seconds(5)) {
+  ctx.restart();
+  const auto end = steady_clock::now() + limit;
+  while (!done() && !ctx.stopped() && steady_clock::now() < end) ctx.run_one_until(end);
+  return done();
+}
+
 // Runs `f` as a coroutine on `ctx` until the context runs out of work (bounded). True if the coroutine
-// finished; rethrows what escaped it. (A std::function, so that co_spawn is compiled once, not per case.)
-inline bool run_coroutine(asio::io_context& ctx, std::function<asio::awaitable<void>()> f) {
+// finished; rethrows what escaped it. With `meanwhile`, that is called once what the coroutine can do at once
+// is done (to move virtual time). (std::functions, so that co_spawn is compiled once, not per case.)
+inline bool run_coroutine(asio::io_context& ctx, std::function<asio::awaitable<void>()> f,
+                          const std::function<void()>& meanwhile = nullptr) {
   bool done = false;
   std::exception_ptr escaped;
   asio::co_spawn(ctx, std::move(f), [&](std::exception_ptr e) {
     done = true;
     escaped = e;
   });
+  if (meanwhile) {
+    settle(ctx);
+    meanwhile();
+    ctx.restart();
+  }
   run_until_idle(ctx);
   if (escaped) std::rethrow_exception(escaped);
   return done;
@@ -183,17 +236,18 @@ class shutdown_context : public asio::io_context {
 
 // The two adapters, behind one interface: `A limit(ex_or_ctx, d)` or `A limit(ctx, t)` sets the limit,
 // `limit.bind(token[, type])` makes the token of an operation it bounds, `limit.expires_after(d)` sets it for
-// the operations bound next, and no bound operation may time out before `limit.not_before()`. Both run on
-// steady_clock, the only clock tock::timeout has; once it has others, a Clock parameter here (with
-// service_of<Clock> and check_idle<Clock>) can run the cases on tock::manual_clock.
+// the operations bound next, and no bound operation may time out before `limit.not_before()`. On `Clock`:
+// tock::manual_clock (virtual time) for most cases, steady_clock for those where real time is the point.
 
-// tock::deadline: one movable deadline, set when the adapter is made, for every operation bound to it.
+// tock::basic_deadline: one movable deadline, set when the adapter is made, for every operation bound to it.
+template <typename Clock>
 struct with_deadline {
+  using clock = Clock;
   static constexpr bool is_deadline = true;
 
   template <typename ExecutorOrContext>
-  with_deadline(ExecutorOrContext& ex, steady_clock::duration d) : deadline(ex, d) {}
-  with_deadline(asio::io_context& ctx, steady_clock::time_point t) : deadline(ctx.get_executor(), t) {}
+  with_deadline(ExecutorOrContext& ex, typename Clock::duration d) : deadline(ex, d) {}
+  with_deadline(asio::io_context& ctx, typename Clock::time_point t) : deadline(ctx.get_executor(), t) {}
 
   template <typename Token>
   auto bind(Token&& token) {
@@ -204,48 +258,51 @@ struct with_deadline {
     return deadline.bind(std::forward<Token>(token), type);
   }
 
-  void expires_after(steady_clock::duration d) { deadline.expires_after(d); }
-  steady_clock::time_point not_before() const { return deadline.expiry(); }
+  void expires_after(typename Clock::duration d) { deadline.expires_after(d); }
+  typename Clock::time_point not_before() const { return deadline.expiry(); }
 
-  tock::deadline deadline;
+  tock::basic_deadline<Clock> deadline;
 };
 
-// tock::timeout(d, token), or tock::timeout_at(t, token) when made with a time point: a deadline per operation,
-// `d` after its initiation (so not before `d` after the first bind(), which comes first).
+// tock::timeout<Clock>(d, token), or tock::timeout_at(t, token) when made with a time point: a deadline per
+// operation, `d` after its initiation (so not before `d` after the first bind(), which comes first; in virtual
+// time, exactly then, as the clock does not move between the two).
+template <typename Clock>
 struct with_timeout {
+  using clock = Clock;
   static constexpr bool is_deadline = false;
 
   template <typename ExecutorOrContext>
-  with_timeout(ExecutorOrContext&, steady_clock::duration d) : after_(d) {}
-  with_timeout(asio::io_context&, steady_clock::time_point t) : at_(t) {}
+  with_timeout(ExecutorOrContext&, typename Clock::duration d) : after_(d) {}
+  with_timeout(asio::io_context&, typename Clock::time_point t) : at_(t) {}
 
   template <typename Token>
   auto bind(Token&& token) {
     if (!after_) return tock::timeout_at(at_, std::forward<Token>(token));
     note_bind();
-    return tock::timeout(*after_, std::forward<Token>(token));
+    return tock::timeout<Clock>(*after_, std::forward<Token>(token));
   }
   template <typename Token>
   auto bind(Token&& token, asio::cancellation_type type) {
     if (!after_) return tock::timeout_at(at_, std::forward<Token>(token), type);
     note_bind();
-    return tock::timeout(*after_, std::forward<Token>(token), type);
+    return tock::timeout<Clock>(*after_, std::forward<Token>(token), type);
   }
 
-  void expires_after(steady_clock::duration d) {
+  void expires_after(typename Clock::duration d) {
     after_ = d;
     first_bind_.reset();
   }
-  steady_clock::time_point not_before() const { return after_ ? first_bind_.value() + *after_ : at_; }
+  typename Clock::time_point not_before() const { return after_ ? first_bind_.value() + *after_ : at_; }
 
  private:
   void note_bind() {
-    if (!first_bind_) first_bind_ = steady_clock::now();
+    if (!first_bind_) first_bind_ = Clock::now();
   }
 
-  std::optional<steady_clock::duration> after_;
-  steady_clock::time_point at_{};
-  std::optional<steady_clock::time_point> first_bind_;
+  std::optional<typename Clock::duration> after_;
+  typename Clock::time_point at_{};
+  std::optional<typename Clock::time_point> first_bind_;
 };
 
 // An empty fixture, for TIMED_OPS_CASE.
@@ -290,26 +347,33 @@ inline void do_nothing(const error_code&) {}
 
 }  // namespace tock_test
 
-// A case that both adapters pass: the body that follows runs with `A` = with_deadline as the case
-// <suite>/deadline/NAME, and with `A` = with_timeout as <suite>/timeout/NAME, in a `Fixture` made for each run
-// (its members are the body's). As BOOST_FIXTURE_TEST_CASE_TEMPLATE, but as plain cases in a sub-suite per
-// adapter: the names stay short, and the suite compiles about a fifth faster (a template case costs some
-// 0.2 s of -O3 compile time per type for its registration alone; a plain case, a third of that).
-#define TIMED_OPS_FIXTURE_CASE(name, Fixture)                                   \
-  template <typename A>                                                         \
-  struct name##_spec : Fixture {                                                \
-    void run();                                                                 \
-  };                                                                            \
-  BOOST_AUTO_TEST_SUITE(deadline)                                               \
-  BOOST_AUTO_TEST_CASE(name) { name##_spec<tock_test::with_deadline>().run(); } \
-  BOOST_AUTO_TEST_SUITE_END()                                                   \
-  BOOST_AUTO_TEST_SUITE(timeout)                                                \
-  BOOST_AUTO_TEST_CASE(name) { name##_spec<tock_test::with_timeout>().run(); }  \
-  BOOST_AUTO_TEST_SUITE_END()                                                   \
-  template <typename A>                                                         \
+// A case that both adapters pass: the body that follows runs with `A` = with_deadline<Clock> as the case
+// <suite>/deadline/NAME, and with `A` = with_timeout<Clock> as <suite>/timeout/NAME, in a `Fixture` made for
+// each run (its members are the body's). As BOOST_FIXTURE_TEST_CASE_TEMPLATE, but as plain cases in a
+// sub-suite per adapter: the names stay short, and the suite compiles about a fifth faster (a template case
+// costs some 0.2 s of -O3 compile time per type for its registration alone; a plain case, a third of that).
+// Each case runs on one clock only, so that its operations are compiled once per adapter, not per clock too.
+#define TIMED_OPS_FIXTURE_CASE_ON(Clock, name, Fixture)                                \
+  template <typename A>                                                                \
+  struct name##_spec : Fixture {                                                       \
+    void run();                                                                        \
+  };                                                                                   \
+  BOOST_AUTO_TEST_SUITE(deadline)                                                      \
+  BOOST_AUTO_TEST_CASE(name) { name##_spec<tock_test::with_deadline<Clock>>().run(); } \
+  BOOST_AUTO_TEST_SUITE_END()                                                          \
+  BOOST_AUTO_TEST_SUITE(timeout)                                                       \
+  BOOST_AUTO_TEST_CASE(name) { name##_spec<tock_test::with_timeout<Clock>>().run(); }  \
+  BOOST_AUTO_TEST_SUITE_END()                                                          \
+  template <typename A>                                                                \
   void name##_spec<A>::run()
 
-// The same without a fixture.
+// In virtual time (tock::manual_clock): the case moves time itself.
+#define TIMED_OPS_FIXTURE_CASE(name, Fixture) TIMED_OPS_FIXTURE_CASE_ON(tock::manual_clock, name, Fixture)
 #define TIMED_OPS_CASE(name) TIMED_OPS_FIXTURE_CASE(name, tock_test::no_fixture)
+
+// On steady_clock, in real time: for the few cases whose point is real time. Each says why. (The others run
+// on manual_clock even when no deadline passes, so that a file compiles its operations for one clock only.)
+#define TIMED_OPS_STEADY_FIXTURE_CASE(name, Fixture) TIMED_OPS_FIXTURE_CASE_ON(std::chrono::steady_clock, name, Fixture)
+#define TIMED_OPS_STEADY_CASE(name) TIMED_OPS_STEADY_FIXTURE_CASE(name, tock_test::no_fixture)
 
 #endif
