@@ -40,6 +40,7 @@ template <typename Clock, typename WaitTraits, typename Executor>
 struct periodic_state {
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
+  static_assert(std::is_integral_v<typename duration::rep>, "a periodic timer's grid is computed in integers");
 
   std::optional<basic_timer<Clock, WaitTraits, Executor>> timer;  // reset when the owner goes
   time_point origin;
@@ -52,10 +53,11 @@ struct periodic_state {
 
   // The time of tick `next` (time_point::max() once the grid leaves the clock's range).
   time_point tick_time() const noexcept {
-    using rep = typename duration::rep;
-    if (next != 0 && static_cast<std::uint64_t>(period.count()) > std::uint64_t(std::numeric_limits<rep>::max()) / next)
+    typename duration::rep offset;
+    if (next > std::uint64_t(std::numeric_limits<typename duration::rep>::max()) ||
+        __builtin_mul_overflow(period.count(), static_cast<typename duration::rep>(next), &offset))
       return time_point::max();
-    return saturating_add(origin, duration(period.count() * static_cast<rep>(next)));
+    return saturating_add(origin, duration(offset));
   }
 
   // A successful wait for tick `next` completes now: moves to the next tick by the policy and returns how
