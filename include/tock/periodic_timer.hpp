@@ -82,7 +82,7 @@ class tick_handler {
  public:
   tick_handler(std::shared_ptr<State> state, Handler handler)
       : state_(std::move(state)), handler_(std::move(handler)) {}
-  tick_handler(tick_handler&&) noexcept = default;
+  tick_handler(tick_handler&&) = default;
   tick_handler& operator=(tick_handler&&) = delete;
   // Destroyed without being called (a failed start, shutdown): the timer may wait again.
   ~tick_handler() {
