@@ -3,7 +3,7 @@
 // clients that stop reading their echoes; past --max-conn it turns new connections away.
 //
 //   server [PORT] [--port N] [--idle-ms N] [--request-ms N] [--write-ms N] [--max-conn N] [--sndbuf BYTES]
-//          [--stats-ms N]
+//          [--stats-ms N] [--timer-stats-ms N]
 //
 // Defaults: idle 5000 ms (no byte received), request 3000 ms (a line not complete after its first byte),
 // write 3000 ms (an echo not written), max-conn 10000, sndbuf 4096 (SO_SNDBUF of accepted sockets, small
@@ -14,8 +14,12 @@
 // T: ms since the server started; C: open connections; P: tock::timer_service::pending() of its context;
 // then the other counters below, as name=value. The line comes from an asio::steady_timer, so that it is not
 // itself one of the pending tock timers it reports (scripts/soak.sh samples these lines).
+// --timer-stats-ms N (N > 0) prints, every N ms, what the context's timer service has done (tock::timer_stats):
+//   timer_stats: started=... fired=... aborted=... withdrawn=... refused=... lazy_extensions=... rekeys=...
+//   pending=... peak_pending=... driver_arms=... wakeups=... empty_wakeups=... late_p50_us=... late_p99_us=...
+//   late_max_us=...   (one line)
 // SIGINT or SIGTERM stops it gracefully: it stops accepting, closes every connection, lets the io_context
-// drain, and prints its counters, one per line as `name: value`.
+// drain, and prints its counters, one per line as `name: value`, then one last `timer_stats:` line.
 #include "server_core.hpp"
 
 #include <boost/asio/signal_set.hpp>
@@ -39,7 +43,7 @@ namespace {
 [[noreturn]] void usage(const std::string& problem) {
     std::cerr << "server: " << problem << "\n"
               << "usage: server [PORT] [--port N] [--idle-ms N] [--request-ms N] [--write-ms N] [--max-conn N]"
-                 " [--sndbuf BYTES] [--stats-ms N]\n";
+                 " [--sndbuf BYTES] [--stats-ms N] [--timer-stats-ms N]\n";
     std::exit(2);
 }
 
@@ -55,6 +59,7 @@ unsigned long long number(std::string_view flag, const char* text, unsigned long
 struct options {
     tock_examples::server_config config;  // its defaults are the ones above
     std::chrono::milliseconds stats{0};   // 0: no stats lines
+    std::chrono::milliseconds timer_stats{0};  // 0: only the last timer_stats line
 };
 
 options parse(int argc, char** argv) {
@@ -69,7 +74,7 @@ options parse(int argc, char** argv) {
             continue;
         }
         static constexpr std::string_view flags[] = {"--port",     "--idle-ms", "--request-ms", "--write-ms",
-                                                     "--max-conn", "--sndbuf",  "--stats-ms"};
+                                                     "--max-conn", "--sndbuf",  "--stats-ms",   "--timer-stats-ms"};
         if (std::find(std::begin(flags), std::end(flags), arg) == std::end(flags))
             usage("unknown option " + std::string(arg));
         if (i + 1 == argc) usage(std::string(arg) + " needs a value");
@@ -86,8 +91,10 @@ options parse(int argc, char** argv) {
             config.max_connections = number(arg, value, 10'000'000);
         else if (arg == "--sndbuf")
             config.send_buffer = static_cast<int>(number(arg, value, 64 << 20));
-        else  // --stats-ms
+        else if (arg == "--stats-ms")
             opt.stats = std::chrono::milliseconds(number(arg, value, day_ms));
+        else  // --timer-stats-ms
+            opt.timer_stats = std::chrono::milliseconds(number(arg, value, day_ms));
     }
     return opt;
 }
@@ -103,15 +110,29 @@ void print_stats(std::chrono::steady_clock::duration since_start, const tock_exa
     std::cout << line.str() << std::endl;
 }
 
-// Prints a stats line every `period` (on the schedule start + k * period, so it does not drift) until the
-// timer is cancelled.
-void schedule_stats(boost::asio::steady_timer& timer, std::chrono::steady_clock::time_point start,
-                    std::chrono::milliseconds period, std::uint64_t k, const tock_examples::line_server& server) {
+// One `timer_stats:` line (see the top of this file).
+void print_timer_stats(boost::asio::io_context& ctx) {
+    const tock::timer_stats s = tock::timer_service::of(ctx.get_executor()).stats();
+    const auto us = [](std::chrono::nanoseconds d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    std::ostringstream line;
+    line << "timer_stats: started=" << s.started << " fired=" << s.fired << " aborted=" << s.aborted
+         << " withdrawn=" << s.withdrawn << " refused=" << s.refused << " lazy_extensions=" << s.lazy_extensions
+         << " rekeys=" << s.rekeys << " pending=" << s.pending << " peak_pending=" << s.peak_pending
+         << " driver_arms=" << s.driver_arms << " wakeups=" << s.wakeups << " empty_wakeups=" << s.empty_wakeups
+         << " late_p50_us=" << us(s.p50()) << " late_p99_us=" << us(s.p99()) << " late_max_us=" << us(s.max_lateness);
+    std::cout << line.str() << std::endl;
+}
+
+// Calls `print()` every `period` (on the schedule start + k * period, so it does not drift) until the timer
+// is cancelled.
+template <typename Print>
+void schedule_lines(boost::asio::steady_timer& timer, std::chrono::steady_clock::time_point start,
+                    std::chrono::milliseconds period, std::uint64_t k, Print print) {
     timer.expires_at(start + period * k);
-    timer.async_wait([&timer, start, period, k, &server](const boost::system::error_code& ec) {
+    timer.async_wait([&timer, start, period, k, print](const boost::system::error_code& ec) {
         if (ec) return;
-        print_stats(std::chrono::steady_clock::now() - start, server.counters());
-        schedule_stats(timer, start, period, k + 1, server);
+        print();
+        schedule_lines(timer, start, period, k + 1, print);
     });
 }
 
@@ -128,22 +149,28 @@ int main(int argc, char** argv) {
     try {
         boost::asio::io_context ctx;
         tock_examples::line_server server(ctx, config);
-        boost::asio::steady_timer stats_timer(ctx);
+        boost::asio::steady_timer stats_timer(ctx), timer_stats_timer(ctx);
 
         boost::asio::signal_set signals(ctx, SIGINT, SIGTERM);
         signals.async_wait([&](const boost::system::error_code& ec, int signal) {
             if (ec) return;
             std::cerr << "server: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
             stats_timer.cancel();
+            timer_stats_timer.cancel();
             server.stop();
         });
 
         const auto endpoint = server.local_endpoint();
         std::cout << "listening on " << endpoint.address().to_string() << ":" << endpoint.port() << std::endl;
-        if (opt.stats.count() > 0) schedule_stats(stats_timer, started, opt.stats, 1, server);
+        if (opt.stats.count() > 0)
+            schedule_lines(stats_timer, started, opt.stats, 1,
+                           [&] { print_stats(std::chrono::steady_clock::now() - started, server.counters()); });
+        if (opt.timer_stats.count() > 0)
+            schedule_lines(timer_stats_timer, started, opt.timer_stats, 1, [&] { print_timer_stats(ctx); });
 
         const tock_examples::server_counters counters = server.run_until_stopped();
         std::cout << counters << std::flush;
+        print_timer_stats(ctx);
         return counters.open_connections == 0 && counters.pending_timers == 0 ? 0 : 1;
     } catch (const std::exception& e) {
         std::cerr << "server: " << e.what() << std::endl;

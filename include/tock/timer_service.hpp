@@ -10,6 +10,7 @@
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
+#include <tock/timer_stats.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -119,6 +120,16 @@ class basic_timer_service : public asio::execution_context::service {
     queue_.set_capacity(n);
   }
 
+  // A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
+  timer_stats stats() const {
+    std::lock_guard<std::mutex> lock(core_->mutex());
+    timer_stats s = core_->stats_locked();
+    s.lazy_extensions = core_->lazy_extensions();
+    s.rekeys = queue_.rekeys();
+    s.pending = queue_.pending();
+    return s;
+  }
+
   // Checks the queue, the driver and the accounting against each other, for tests. O(N).
   bool invariants_hold() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
@@ -197,14 +208,7 @@ class basic_timer_service : public asio::execution_context::service {
   // own executor), rather than dispatched to it. O(1).
   template <typename Executor>
   bool runs_in_context(const Executor& ex) const noexcept {
-    if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
-      return &ex.context() == &core_->context();
-    } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      const auto* io = ex.template target<asio::io_context::executor_type>();
-      return io != nullptr && &io->context() == &core_->context();
-    } else {
-      return false;
-    }
+    return detail::is_own_executor_of(ex, core_->context());
   }
 
   // --- Entries embedded in other objects (tock::timeout, tock::deadline's bound operations). The owner keeps
@@ -216,7 +220,7 @@ class basic_timer_service : public asio::execution_context::service {
   error_code schedule(detail::sleep_entry& entry, const time_point& t) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
-    if (queue_.sleep_past_capacity(t)) return make_error_code(error::capacity_exceeded);
+    if (queue_.sleep_past_capacity(t)) return core_->refused_locked();
     place_locked(t, entry);
     return error_code();
   }
@@ -224,14 +228,14 @@ class basic_timer_service : public asio::execution_context::service {
   // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
   bool unschedule(detail::sleep_entry& entry) noexcept {
     locked_section section(*this);
-    return queue_.unschedule(entry);
+    return core_->withdrawn_locked(queue_.unschedule(entry));
   }
 
   // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1) (the
   // timer is re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
   // (arming the driver) with nothing changed.
   void move_expiry(implementation_type& impl, const time_point& t) {
-    if (impl.try_move_later(t)) return;  // the common idle-timeout push: no lock, no heap
+    if (impl.try_move_later(t)) return core_->count_lazy_extension();  // the common idle-timeout push
     locked_section section(*this);
     queue_.reserve_move(impl, t);
     if (t == time_point::max() && impl.ring.waiting > 0) reserve_parked_work();
@@ -244,7 +248,7 @@ class basic_timer_service : public asio::execution_context::service {
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
-    if (queue_.wait_past_capacity(impl)) return make_error_code(error::capacity_exceeded);
+    if (queue_.wait_past_capacity(impl)) return core_->refused_locked();
     place_locked(impl, entry);
     return error_code();
   }
@@ -252,7 +256,7 @@ class basic_timer_service : public asio::execution_context::service {
   // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
     locked_section section(*this);
-    return queue_.detach(entry) != queue_type::unlinked::nothing;
+    return core_->withdrawn_locked(queue_.detach(entry) != queue_type::unlinked::nothing);
   }
 
  private:
@@ -374,12 +378,14 @@ class basic_timer_service : public asio::execution_context::service {
     if (impl.expiry() == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(queue_.wait_key(impl));
     queue_.link_wait(impl, op);
+    core_->count_started_locked(queue_.pending());
   }
   void place_locked(const time_point& t, sleep_entry& op) {
     queue_.reserve_at(t);
     if (t == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(t);
     queue_.push_sleep(op, t);
+    core_->count_started_locked(queue_.pending());
   }
 
   // Parked waits (expiry time_point::max()) never fire and take no heap slot, but they are outstanding

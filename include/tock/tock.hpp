@@ -11,5 +11,6 @@
 #include <tock/timeout.hpp>
 #include <tock/timer.hpp>
 #include <tock/timer_service.hpp>
+#include <tock/timer_stats.hpp>
 
 #endif

@@ -35,6 +35,19 @@ asio::io_context& io_context_of(const Executor& ex) {
   }
 }
 
+// Whether `ex` is `ctx`'s own executor (not a strand or another wrapper of it). O(1), never throws.
+template <typename Executor>
+bool is_own_executor_of(const Executor& ex, const asio::io_context& ctx) noexcept {
+  if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
+    return &ex.context() == &ctx;
+  } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+    const auto* io = ex.template target<asio::io_context::executor_type>();
+    return io != nullptr && &io->context() == &ctx;
+  } else {
+    return false;
+  }
+}
+
 }  // namespace tock::detail
 
 #endif

@@ -6,11 +6,13 @@
 #include <tock/detail/block_pool.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
+#include <tock/timer_stats.hpp>
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -160,9 +162,27 @@ class service_core : public std::enable_shared_from_this<service_core> {
   // once it has released the lock. O(1), never throws.
   template <typename Op>
   bool defer_locked(Op& op, deferred how) noexcept {
+    ++(how == deferred::capacity_exceeded ? stats_.refused : stats_.aborted);
     op.complete(&op, *this, op_action::unhook, error_code());
     deferred_.push_back(op, how);
     return !std::exchange(drain_posted_, true);
+  }
+
+  // The counters of stats(), under the lock; the lock-free later move counts apart (count_lazy_extension).
+  timer_stats& stats_locked() noexcept { return stats_; }
+  void count_lazy_extension() noexcept { lazy_extensions_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t lazy_extensions() const noexcept { return lazy_extensions_.load(std::memory_order_relaxed); }
+  void count_started_locked(std::size_t pending) noexcept {
+    ++stats_.started;
+    if (pending > stats_.peak_pending) stats_.peak_pending = pending;
+  }
+  error_code refused_locked() noexcept {
+    ++stats_.refused;
+    return make_error_code(error::capacity_exceeded);
+  }
+  bool withdrawn_locked(bool taken) noexcept {
+    stats_.withdrawn += taken;
+    return taken;
   }
 
   // Drains whose operation did not fit the core's block, for tests.
@@ -197,7 +217,11 @@ class service_core : public std::enable_shared_from_this<service_core> {
   using batch = deferred_queue::batch;
 
   bool settle_fired_locked(wait_op& op) noexcept {
-    if (op.next == nullptr) return false;
+    if (op.next == nullptr) {  // cancelled since it fired: it completes as aborted after all
+      --stats_.fired;
+      ++stats_.aborted;
+      return false;
+    }
     wait_op** link = nullptr;
     wait_ring& ring = wait_ring::ring_of(op, link);
     wait_ring::unlink(link, op);
@@ -284,6 +308,9 @@ class service_core : public std::enable_shared_from_this<service_core> {
   block_pool drain_memory_;
   deferred_queue deferred_;    // under mutex_
   bool drain_posted_ = false;  // a drain is queued and has not taken deferred_ yet
+  timer_stats stats_;          // under mutex_
+  // On a line of its own: deadlines pushed later from several threads bump it without the lock.
+  alignas(64) std::atomic<std::uint64_t> lazy_extensions_{0};
 };
 
 }  // namespace tock::detail

@@ -4,15 +4,18 @@
 
 #include <tock/detail/driver.hpp>
 #include <tock/detail/service_core.hpp>
+#include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_queue.hpp>
 #include <tock/error.hpp>
 
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 namespace tock::detail {
@@ -76,6 +79,7 @@ class timer_driver {
     driver_.arm(at, handler{this, generation});
     generation_.store(generation, std::memory_order_relaxed);
     armed_at_ = at;
+    ++core_.stats_locked().driver_arms;
   }
 
   // Fires every wait that is due, in deadline order, then re-arms for what is left.
@@ -107,11 +111,16 @@ class timer_driver {
 
     firing_ = true;
     const time_point now = Clock::now();
+    timer_stats& stats = core_.stats_locked();
+    ++stats.wakeups;
+    bool fired = false;
     // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
     // ones, wait for the next wake-up rather than starve the context.
     for (std::size_t budget = queue_.heap_waits(); budget > 0; --budget) {
       const typename queue_type::due next = queue_.pop_due(now);
       if (!next) break;
+      fired = true;
+      count_fired(stats, now, next.at);
       lock.unlock();
       if (next.sleep != nullptr)
         invoke_unlocked(*next.sleep);
@@ -119,6 +128,24 @@ class timer_driver {
         invoke_unlocked(*next.wait);
       lock.lock();
     }
+    if (!fired) ++stats.empty_wakeups;
+  }
+
+  static void count_fired(timer_stats& stats, const time_point& now, const time_point& at) noexcept {
+    ++stats.fired;
+    // now - at, without overflowing when `at` is far in the past (a saturated negative timeout).
+    using duration = typename time_point::duration;
+    duration since = duration::max();
+    if constexpr (std::is_integral_v<typename duration::rep>) {
+      typename duration::rep d;
+      if (!__builtin_sub_overflow(now.time_since_epoch().count(), at.time_since_epoch().count(), &d))
+        since = duration(d);
+    } else {
+      since = now - at;
+    }
+    const auto late = saturating_cast<std::chrono::nanoseconds>(since);
+    ++stats.lateness_buckets[timer_stats::bucket_of(late)];
+    if (late > stats.max_lateness) stats.max_lateness = late;
   }
 
   // Runs a fired wait or sleep. One whose dispatch to its executor could not allocate is kept (see
@@ -143,7 +170,10 @@ class timer_driver {
   void refire(wait_op& op) noexcept {
     if (op.checked_at_run) {
       std::lock_guard<std::mutex> lock(core_.mutex());
-      if (op.next != nullptr && queue_.wait_again(op)) return;
+      if (op.next != nullptr && queue_.wait_again(op)) {
+        --core_.stats_locked().fired;  // it fires again
+        return;
+      }
     }
     core_.requeue_fired(op);
   }

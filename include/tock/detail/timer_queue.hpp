@@ -27,6 +27,7 @@ class timer_queue {
   struct due {
     sleep_entry* sleep = nullptr;
     wait_op* wait = nullptr;
+    TimePoint at{};  // its deadline
     explicit operator bool() const noexcept { return sleep != nullptr || wait != nullptr; }
   };
 
@@ -36,6 +37,7 @@ class timer_queue {
   std::size_t pending() const noexcept { return heap_waits_ + parked_waits_; }
   std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits whose timer or sleep is in the heap
   std::size_t parked_waits() const noexcept { return parked_waits_; }
+  std::uint64_t rekeys() const noexcept { return rekeys_; }  // heap re-keys so far (see timer_stats)
   std::size_t capacity() const noexcept { return capacity_; }
   void set_capacity(std::size_t n) noexcept { capacity_ = n < heap_node::max_position ? n : heap_node::max_position; }
 
@@ -83,6 +85,7 @@ class timer_queue {
       if (heap_.key_of(t.node) < t.expiry()) return;  // a lazy key stays (wait_key)
       t.node.seq = op.seq;
       heap_.rekey(t.node, t.expiry());
+      ++rekeys_;
     } else {
       t.node.seq = op.seq;
       heap_.push(t.node, t.expiry());
@@ -207,6 +210,7 @@ class timer_queue {
       } else if (!(heap_.key_of(t.node) < at)) {
         t.node.seq = t.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
         heap_.rekey(t.node, at);
+        ++rekeys_;
       }
     }
     t.set_expiry(at);
@@ -236,11 +240,12 @@ class timer_queue {
       const auto& top = heap_.top();
       if (now < top.key) break;
       heap_node& n = *top.node;
+      const TimePoint at = top.key;
       if (!n.is_timer) {
         sleep_entry* op = sleep_entry::from_node(&n);
         heap_.remove(n);
         --heap_waits_;
-        return {op, nullptr};
+        return {op, nullptr, at};
       }
       timer& t = *timer::from_node(&n);
       if (t.ring.waiting == 0) {  // left behind by a cancel or reset
@@ -251,6 +256,7 @@ class timer_queue {
       if (const TimePoint expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
         n.seq = t.ring.first_waiting()->seq;                         // see resequence
         heap_.rekey(n, expiry);
+        ++rekeys_;
         continue;
       }
       wait_op& op = t.ring.fire_first();
@@ -259,7 +265,7 @@ class timer_queue {
         heap_.remove(n);
       else
         resequence(t);
-      return {nullptr, &op};
+      return {nullptr, &op, at};
     }
     return {};
   }
@@ -389,6 +395,7 @@ class timer_queue {
   std::size_t heap_waits_ = 0;
   std::size_t parked_waits_ = 0;  // waits parked at TimePoint::max()
   std::size_t lingering_ = 0;     // timers left in the heap with no waits
+  std::uint64_t rekeys_ = 0;
   std::size_t capacity_ = heap_node::max_position;
   std::uint32_t next_seq_ = 0;
 };
