@@ -168,7 +168,8 @@ BOOST_AUTO_TEST_CASE(a_timed_read_is_withdrawn_when_it_completes_and_fires_when_
   tock_test::io_result first, second;
   s.server.async_read_some(asio::buffer(buf), tock::timeout<manual_clock>(30s, tock_test::record_io(first)));
   asio::write(s.client, asio::buffer("x", 1));
-  tock_test::run_until(ctx, [&] { return first.calls == 1; }, 5s);
+  tock_test::run_until(
+      ctx, [&] { return first.calls == 1; }, 5s);
   BOOST_REQUIRE_EQUAL(first.calls, 1);
   BOOST_CHECK(!first.ec);
   tock::timer_stats st = stats_of(ctx);
@@ -176,7 +177,8 @@ BOOST_AUTO_TEST_CASE(a_timed_read_is_withdrawn_when_it_completes_and_fires_when_
   BOOST_CHECK_EQUAL(st.fired, 0u);
   s.server.async_read_some(asio::buffer(buf), tock::timeout<manual_clock>(30s, tock_test::record_io(second)));
   manual_clock::advance(30s);
-  tock_test::run_until(ctx, [&] { return second.calls == 1; }, 5s);
+  tock_test::run_until(
+      ctx, [&] { return second.calls == 1; }, 5s);
   BOOST_REQUIRE_EQUAL(second.calls, 1);
   BOOST_CHECK(second.ec == tock::error::timed_out);
   st = stats_of(ctx);

@@ -27,10 +27,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -123,11 +121,7 @@ class basic_timer_service : public asio::execution_context::service {
   // A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
   timer_stats stats() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
-    timer_stats s = core_->stats_locked();
-    s.lazy_extensions = core_->lazy_extensions();
-    s.rekeys = queue_.rekeys();
-    s.pending = queue_.pending();
-    return s;
+    return core_->snapshot_locked(queue_.rekeys(), queue_.pending(), lazy_extensions_.load(std::memory_order_relaxed));
   }
 
   // Checks the queue, the driver and the accounting against each other, for tests. O(N).
@@ -235,12 +229,17 @@ class basic_timer_service : public asio::execution_context::service {
   // timer is re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
   // (arming the driver) with nothing changed.
   void move_expiry(implementation_type& impl, const time_point& t) {
-    if (impl.try_move_later(t)) return core_->count_lazy_extension();  // the common idle-timeout push
+    if (impl.try_move_later(t)) return count_lazy_extension();  // the common idle-timeout push: no lock, no heap
     locked_section section(*this);
     queue_.reserve_move(impl, t);
     if (t == time_point::max() && impl.ring.waiting > 0) reserve_parked_work();
     driver_.arm_for_locked(queue_.move_key(impl, t));
     queue_.move_expiry(impl, t);
+  }
+
+  // Counts a later move that took neither the lock nor the heap (see lazy_extensions_). O(1), lock-free.
+  void count_lazy_extension() noexcept {
+    lazy_extensions_.store(lazy_extensions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
   // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
@@ -433,6 +432,9 @@ class basic_timer_service : public asio::execution_context::service {
   bool shut_down_ = false;
   std::unique_ptr<work_guard> parked_work_;  // held while waits are parked
   std::unique_ptr<work_guard> idle_work_;    // no longer needed; dropped by locked_section after its posts
+  // Lazy extensions take no lock: a relaxed load and store, not an atomic add, so that the push costs no
+  // locked instruction; pushes from several threads at once may undercount (stats() says so).
+  alignas(64) std::atomic<std::uint64_t> lazy_extensions_{0};
 };
 
 template <typename Clock, typename WaitTraits>

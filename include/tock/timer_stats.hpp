@@ -19,13 +19,14 @@ struct timer_stats {
   std::uint64_t aborted = 0;    // completed with operation_aborted (cancel, reset, destruction, a slot)
   std::uint64_t withdrawn = 0;  // timed operations' entries taken out because their operation ended first
   std::uint64_t refused = 0;    // not accepted: capacity_exceeded
-  std::uint64_t lazy_extensions = 0;  // deadlines moved later without the lock or the heap
-  std::uint64_t rekeys = 0;           // heap re-keys: a lazily extended key that surfaced, or an earlier move
-  std::size_t pending = 0;            // now
-  std::size_t peak_pending = 0;       // the most pending at once
-  std::uint64_t driver_arms = 0;      // the driver's Asio timer (re-)armed
-  std::uint64_t wakeups = 0;          // the driver fired and found the heap's top due
-  std::uint64_t empty_wakeups = 0;    // ... but nothing to complete: only lazy keys to re-key (their price)
+  std::uint64_t lazy_extensions = 0;  // deadlines moved later without the lock or the heap (counted without
+                                      // an atomic add: pushes from several threads at once may undercount)
+  std::uint64_t rekeys = 0;  // heap re-keys: a lazily extended key that surfaced, or an earlier move
+  std::size_t pending = 0;  // now
+  std::size_t peak_pending = 0;  // the most pending at once
+  std::uint64_t driver_arms = 0;  // the driver's Asio timer (re-)armed
+  std::uint64_t wakeups = 0;  // the driver fired and found the heap's top due
+  std::uint64_t empty_wakeups = 0;  // ... but nothing to complete: only lazy keys to re-key (their price)
 
   // Lateness of fired entries (completion batch time - deadline), in log-spaced buckets: bucket 0 holds
   // 0 ns, bucket b >= 1 holds [2^(b-1), 2^b) ns.

@@ -12,7 +12,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -168,10 +167,15 @@ class service_core : public std::enable_shared_from_this<service_core> {
     return !std::exchange(drain_posted_, true);
   }
 
-  // The counters of stats(), under the lock; the lock-free later move counts apart (count_lazy_extension).
+  // The counters of stats(), under the lock (but lazy extensions: see basic_timer_service).
   timer_stats& stats_locked() noexcept { return stats_; }
-  void count_lazy_extension() noexcept { lazy_extensions_.fetch_add(1, std::memory_order_relaxed); }
-  std::uint64_t lazy_extensions() const noexcept { return lazy_extensions_.load(std::memory_order_relaxed); }
+  timer_stats snapshot_locked(std::uint64_t rekeys, std::size_t pending, std::uint64_t lazy) const noexcept {
+    timer_stats s = stats_;
+    s.rekeys = rekeys;
+    s.pending = pending;
+    s.lazy_extensions = lazy;
+    return s;
+  }
   void count_started_locked(std::size_t pending) noexcept {
     ++stats_.started;
     if (pending > stats_.peak_pending) stats_.peak_pending = pending;
@@ -309,8 +313,6 @@ class service_core : public std::enable_shared_from_this<service_core> {
   deferred_queue deferred_;    // under mutex_
   bool drain_posted_ = false;  // a drain is queued and has not taken deferred_ yet
   timer_stats stats_;          // under mutex_
-  // On a line of its own: deadlines pushed later from several threads bump it without the lock.
-  alignas(64) std::atomic<std::uint64_t> lazy_extensions_{0};
 };
 
 }  // namespace tock::detail
