@@ -8,11 +8,14 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/system_executor.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -257,6 +260,23 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_with_an_error_code_aborts_the_oldest_wa
 }
 
 #endif  // !defined(BOOST_ASIO_NO_DEPRECATED)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_timer_rebound_to_use_awaitable_as_default_waits_with_no_token, Timer, timer_types) {
+  // use_awaitable_t<>::as_default_on_t rebinds the executor to a wrapper of any_io_executor.
+  using awaitable_timer = typename asio::use_awaitable_t<>::template as_default_on_t<Timer>;
+  asio::io_context ctx;
+  awaitable_timer t(ctx, std::chrono::steady_clock::now());
+  bool done = false;
+  asio::co_spawn(
+      ctx,
+      [&]() -> asio::awaitable<void> {
+        co_await t.async_wait();
+        done = true;
+      },
+      asio::detached);
+  ctx.run_for(std::chrono::seconds(10));  // bounded; returns once the coroutine is done
+  BOOST_CHECK(done);
+}
 
 BOOST_AUTO_TEST_CASE(tock_timer_service_of_takes_a_context_as_of_context_does) {
   asio::io_context ctx;

@@ -10,6 +10,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -221,6 +222,34 @@ BOOST_AUTO_TEST_CASE(cancel_aborts_the_wait_and_keeps_its_tick) {
   BOOST_CHECK(ticks[1].at == start + 10s);
 }
 
+BOOST_AUTO_TEST_CASE(a_wait_may_start_right_after_cancel) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  BOOST_CHECK_EQUAL(t.cancel(), 1u);
+  t.async_wait(record_tick(ticks));  // before the aborted handler has run
+  manual_clock::advance(10s);
+  settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
+  BOOST_CHECK(!ticks[1].ec);
+  BOOST_CHECK(ticks[1].at == start + 10s);
+  t.async_wait(record_tick(ticks));  // the aborted handler did not leave the timer busy
+  BOOST_CHECK_EQUAL(t.cancel(), 1u);
+  settle(ctx);
+}
+
+BOOST_AUTO_TEST_CASE(a_deferred_wait_launched_after_the_timer_is_gone_throws) {
+  asio::io_context ctx;
+  std::optional<periodic> t(std::in_place, ctx, 10s);
+  auto op = t->async_wait(asio::deferred);
+  t.reset();
+  BOOST_CHECK_THROW(std::move(op)([](const error_code&, std::uint64_t) {}), std::logic_error);
+  settle(ctx);
+}
+
 BOOST_AUTO_TEST_CASE(a_cancellation_slot_aborts_the_wait) {
   asio::io_context ctx;
   periodic t(ctx, 10s);
@@ -275,6 +304,7 @@ BOOST_AUTO_TEST_CASE(a_move_takes_the_grid_and_the_pending_wait) {
   std::vector<tick> ticks;
   a.async_wait(record_tick(ticks));
   periodic b(std::move(a));
+  BOOST_CHECK(a.get_executor() == b.get_executor());  // a moved-from timer keeps its executor
   BOOST_CHECK_THROW(a.async_wait(record_tick(ticks)), std::logic_error);
   BOOST_CHECK_THROW(a.next_tick(), std::logic_error);
   manual_clock::advance(10s);
@@ -295,12 +325,14 @@ BOOST_AUTO_TEST_CASE(a_move_takes_the_grid_and_the_pending_wait) {
 
 BOOST_AUTO_TEST_CASE(use_awaitable_returns_the_missed_count) {
   asio::io_context ctx;
-  periodic t(ctx, 10s);
+  // A default token through rebind_executor, as with Asio's I/O objects.
+  using awaitable_periodic = asio::use_awaitable_t<>::as_default_on_t<periodic>;
+  awaitable_periodic t(ctx, 10s);
   std::vector<std::uint64_t> missed;
   asio::co_spawn(
       ctx,
       [&]() -> asio::awaitable<void> {
-        for (int i = 0; i < 2; ++i) missed.push_back(co_await t.async_wait(asio::use_awaitable));
+        for (int i = 0; i < 2; ++i) missed.push_back(co_await t.async_wait());
       },
       asio::detached);
   settle(ctx);

@@ -47,9 +47,15 @@ struct periodic_state {
   std::uint64_t next = 0;  // the index of the next tick on the grid
   duration period;
   missed_ticks policy;
-  bool restart = false;  // delay: the next wait starts the period over from its own start
-  bool waiting = false;  // a wait is pending: one at a time, as a tick goes to one waiter
+  bool restart = false;      // delay: the next wait starts the period over from its own start
+  std::uint64_t waiting = 0;  // the id of the pending wait, or 0: one wait at a time, as a tick goes to one
+  std::uint64_t last_id = 0;  // the id of the last wait started
   std::uint64_t ticks = 0;
+
+  // The pending wait `id` has ended (or been cancelled): another may start.
+  void ended(std::uint64_t id) noexcept {
+    if (waiting == id) waiting = 0;
+  }
 
   // The time of tick `next` (time_point::max() once the grid leaves the clock's range).
   time_point tick_time() const noexcept {
@@ -64,10 +70,15 @@ struct periodic_state {
   // many whole periods have passed since the tick's time.
   std::uint64_t consume() noexcept {
     const time_point at = tick_time(), now = Clock::now();
-    const std::uint64_t missed = now > at ? static_cast<std::uint64_t>((now - at) / period) : 0;
+    std::uint64_t missed = 0;
+    typename duration::rep late;  // now - at, which a first tick near time_point::min() could overflow
+    if (now > at)
+      missed = __builtin_sub_overflow(now.time_since_epoch().count(), at.time_since_epoch().count(), &late)
+                   ? std::uint64_t(-1) / 2
+                   : static_cast<std::uint64_t>(late / period.count());
     ++ticks;
     switch (policy) {
-      case missed_ticks::skip: next += 1 + missed; break;
+      case missed_ticks::skip: next += missed < std::uint64_t(-1) / 2 ? 1 + missed : missed; break;
       case missed_ticks::burst: next += 1; break;
       case missed_ticks::delay: restart = true; break;
     }
@@ -80,18 +91,18 @@ struct periodic_state {
 template <typename State, typename Handler>
 class tick_handler {
  public:
-  tick_handler(std::shared_ptr<State> state, Handler handler)
-      : state_(std::move(state)), handler_(std::move(handler)) {}
+  tick_handler(std::shared_ptr<State> state, std::uint64_t id, Handler handler)
+      : state_(std::move(state)), id_(id), handler_(std::move(handler)) {}
   tick_handler(tick_handler&&) = default;
   tick_handler& operator=(tick_handler&&) = delete;
   // Destroyed without being called (a failed start, shutdown): the timer may wait again.
   ~tick_handler() {
-    if (state_) state_->waiting = false;
+    if (state_) state_->ended(id_);
   }
 
   void operator()(const error_code& ec) {
     const std::shared_ptr<State> state = std::move(state_);
-    state->waiting = false;
+    state->ended(id_);
     const std::uint64_t missed = ec ? 0 : state->consume();
     std::move(handler_)(ec, missed);
   }
@@ -100,17 +111,20 @@ class tick_handler {
 
  private:
   std::shared_ptr<State> state_;
+  std::uint64_t id_;
   Handler handler_;
 };
 
 }  // namespace detail
 
 // A timer that completes a wait at each tick of a grid: every `period` from a first tick, each completion
-// reporting how many ticks it missed. One heap slot per timer, re-keyed in place at each tick; no
-// allocation per tick beyond the wait's own operation, which tock recycles.
+// reporting how many ticks it missed. At most one heap slot per timer; per tick, the fired timer leaves the
+// heap and the next wait puts it back (O(log N) each); no allocation per tick beyond the wait's own
+// operation, which tock recycles.
 //
 // Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers); the wait's handler
-// updates the timer's grid when it runs, so run it where the timer is used (its executor or strand).
+// updates the timer's state when it runs or is destroyed, so run it where the timer is used (its executor
+// or strand).
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_periodic_timer {
   using state = detail::periodic_state<Clock, WaitTraits, Executor>;
@@ -121,6 +135,12 @@ class basic_periodic_timer {
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
 
+  // Rebinds the periodic timer type to another executor.
+  template <typename Executor1>
+  struct rebind_executor {
+    using other = basic_periodic_timer<Clock, WaitTraits, Executor1>;
+  };
+
   // Ticks every `period`, the first tick one period from now. Throws std::invalid_argument if `period` is
   // not positive. Allocates once (the state, which stays put when the timer moves).
   basic_periodic_timer(const executor_type& ex, const duration& period, missed_ticks policy = missed_ticks::skip)
@@ -129,7 +149,7 @@ class basic_periodic_timer {
   // Ticks every `period`, the first tick at `first` (a past time is due at once). Throws as above.
   basic_periodic_timer(const executor_type& ex, const time_point& first, const duration& period,
                        missed_ticks policy = missed_ticks::skip)
-      : state_(std::make_shared<state>()) {
+      : executor_(ex), state_(std::make_shared<state>()) {
     state_->timer.emplace(ex, first);
     state_->origin = first;
     state_->period = checked(period);
@@ -147,14 +167,16 @@ class basic_periodic_timer {
                        missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), first, period, policy) {}
 
-  // Takes over `other`'s grid and pending wait; `other` may only be destroyed or assigned to (any other
-  // call throws std::logic_error). O(1), no allocation.
-  basic_periodic_timer(basic_periodic_timer&& other) noexcept = default;
+  // Takes over `other`'s grid and pending wait; `other` keeps its executor and may be destroyed or assigned
+  // to (any other call throws std::logic_error). O(1), no allocation.
+  basic_periodic_timer(basic_periodic_timer&& other) noexcept
+      : executor_(other.executor_), state_(std::move(other.state_)) {}
 
   // Aborts this timer's pending wait (operation_aborted), then takes over `other`'s.
   basic_periodic_timer& operator=(basic_periodic_timer&& other) noexcept {
     if (this != &other) {
       release();
+      executor_ = other.executor_;
       state_ = std::move(other.state_);
     }
     return *this;
@@ -166,8 +188,8 @@ class basic_periodic_timer {
   basic_periodic_timer(const basic_periodic_timer&) = delete;
   basic_periodic_timer& operator=(const basic_periodic_timer&) = delete;
 
-  // The executor given at construction. O(1).
-  executor_type get_executor() { return get().timer->get_executor(); }
+  // The executor given at construction (a moved-from timer keeps it). O(1).
+  executor_type get_executor() const noexcept { return executor_; }
 
   // The period and the policy. O(1).
   duration period() const { return get().period; }
@@ -193,9 +215,15 @@ class basic_periodic_timer {
     s.period = period;
   }
 
-  // Aborts the pending wait (operation_aborted) and returns how many were aborted (0 or 1); the next wait
-  // is for the same tick. O(1).
-  std::size_t cancel() { return get().timer->cancel(); }
+  // Aborts the pending wait (operation_aborted) and returns how many were aborted (0 or 1); a new wait may
+  // start at once and is for the same tick. (A wait aborted through its cancellation slot instead leaves
+  // the timer busy until its handler has run.) O(1).
+  std::size_t cancel() {
+    state& s = get();
+    const std::size_t n = s.timer->cancel();
+    s.waiting = 0;
+    return n;
+  }
 
   // Waits for the next tick; completes with void(error_code, std::uint64_t missed): success and the number
   // of whole periods between the tick's time and the completion (skip: the ticks dropped; burst: the ticks
@@ -205,7 +233,7 @@ class basic_periodic_timer {
   // pending. O(log N) at most (O(1) when the tick moves later), as basic_timer::async_wait.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(error_code, std::uint64_t)>(initiate_wait{state_}, token);
+    return asio::async_initiate<WaitToken, void(error_code, std::uint64_t)>(initiate_wait{executor_, state_}, token);
   }
 
  private:
@@ -213,18 +241,20 @@ class basic_periodic_timer {
    public:
     using executor_type = Executor;
 
-    explicit initiate_wait(std::shared_ptr<state> s) : state_(std::move(s)) {
+    initiate_wait(const executor_type& ex, std::shared_ptr<state> s) : executor_(ex), state_(std::move(s)) {
       if (!state_) throw std::logic_error("tock::basic_periodic_timer: used after a move");
     }
 
-    executor_type get_executor() const noexcept { return state_->timer->get_executor(); }
+    executor_type get_executor() const noexcept { return executor_; }
 
     template <typename Handler>
     void operator()(Handler&& handler) const {
       state& s = *state_;
+      // A deferred initiation may run after its timer was destroyed or assigned over.
+      if (!s.timer) throw std::logic_error("tock::basic_periodic_timer: waited on after its destruction");
       if (s.waiting) throw boost::system::system_error(asio::error::already_started, "tock::periodic_timer");
-      detail::tick_handler<state, std::decay_t<Handler>> tick(state_, std::forward<Handler>(handler));
-      s.waiting = true;  // the tick handler clears it however it ends, including when the start throws
+      detail::tick_handler<state, std::decay_t<Handler>> tick(state_, s.last_id + 1, std::forward<Handler>(handler));
+      s.waiting = ++s.last_id;  // the tick handler ends it however it ends, including when the start throws
       // Nothing of the grid changes until the wait is in: a start that throws leaves it as it was.
       const time_point at = s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
       if (s.timer->expiry() != at) s.timer->expires_at(at);
@@ -237,6 +267,7 @@ class basic_periodic_timer {
     }
 
    private:
+    executor_type executor_;
     std::shared_ptr<state> state_;
   };
 
@@ -255,6 +286,7 @@ class basic_periodic_timer {
     state_.reset();
   }
 
+  executor_type executor_;
   std::shared_ptr<state> state_;
 };
 

@@ -255,7 +255,8 @@ class basic_timer_service : public asio::execution_context::service {
   // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
     locked_section section(*this);
-    return core_->withdrawn_locked(queue_.detach(entry) != queue_type::unlinked::nothing);
+    const auto was = queue_.detach(entry);  // an entry never waits to run elsewhere, so never `due`
+    return core_->withdrawn_locked(was == queue_type::unlinked::waiting) || was != queue_type::unlinked::nothing;
   }
 
  private:

@@ -10,32 +10,45 @@
 
 namespace tock {
 
-// A consistent snapshot of one service's counters, taken under its lock. Every accepted wait, sleep or timed
-// operation's entry is pending, or ended exactly once as fired, aborted or withdrawn:
-//   started == fired + aborted + withdrawn + pending (+ the ones destroyed at shutdown).
+// A consistent snapshot of one service's counters, taken under its lock. Until the context shuts down, every
+// accepted wait, sleep or timed operation's entry is pending, or ended exactly once as fired, aborted or
+// withdrawn: started == fired + aborted + withdrawn + pending (shutdown destroys what is pending uncounted).
 struct timer_stats {
-  std::uint64_t started = 0;    // waits, sleeps and timed operations' entries accepted
-  std::uint64_t fired = 0;      // completed because their time came (a timed operation's entry: it timed out)
-  std::uint64_t aborted = 0;    // completed with operation_aborted (cancel, reset, destruction, a slot)
-  std::uint64_t withdrawn = 0;  // timed operations' entries taken out because their operation ended first
-  std::uint64_t refused = 0;    // not accepted: capacity_exceeded
-  std::uint64_t lazy_extensions = 0;  // deadlines moved later without the lock or the heap (counted without
-                                      // an atomic add: pushes from several threads at once may undercount)
-  std::uint64_t rekeys = 0;  // heap re-keys: a lazily extended key that surfaced, or an earlier move
-  std::size_t pending = 0;  // now
-  std::size_t peak_pending = 0;  // the most pending at once
-  std::uint64_t driver_arms = 0;  // the driver's Asio timer (re-)armed
-  std::uint64_t wakeups = 0;  // the driver fired and found the heap's top due
-  std::uint64_t empty_wakeups = 0;  // ... but nothing to complete: only lazy keys to re-key (their price)
+  // Waits, sleeps and timed operations' entries accepted.
+  std::uint64_t started = 0;
+  // Completed because their time came (a timed operation's entry: the operation timed out).
+  std::uint64_t fired = 0;
+  // Completed with operation_aborted (cancel, reset, destruction, a cancellation slot).
+  std::uint64_t aborted = 0;
+  // Timed operations' entries taken out because their operation ended first.
+  std::uint64_t withdrawn = 0;
+  // Not accepted: capacity_exceeded.
+  std::uint64_t refused = 0;
+  // Expiries moved later (or kept) without the lock or the heap; counted without an atomic add, so pushes
+  // from several threads at once may undercount.
+  std::uint64_t lazy_extensions = 0;
+  // Heap re-keys: a lazily extended key that surfaced, an earlier move, a new wait on a timer left behind.
+  std::uint64_t rekeys = 0;
+  // Pending now, and the most pending at once.
+  std::size_t pending = 0;
+  std::size_t peak_pending = 0;
+  // The driver's Asio timer (re-)armed; fired while still the current arming; and such wake-ups that
+  // completed nothing (they only re-keyed lazy keys, the price of lazy extension, or dropped timers left
+  // without waits).
+  std::uint64_t driver_arms = 0;
+  std::uint64_t wakeups = 0;
+  std::uint64_t empty_wakeups = 0;
 
-  // Lateness of fired entries (completion batch time - deadline), in log-spaced buckets: bucket 0 holds
-  // 0 ns, bucket b >= 1 holds [2^(b-1), 2^b) ns.
+  // Lateness of each firing (the batch's time - the deadline), in log-spaced buckets: bucket 0 holds 0 ns,
+  // bucket b >= 1 holds [2^(b-1), 2^b) ns. Every firing is sampled, including a wait cancelled after it fired
+  // (then counted aborted, not fired), so the buckets may sum to more than `fired`.
   std::array<std::uint64_t, 64> lateness_buckets{};
   std::chrono::nanoseconds max_lateness{0};
 
   // The lateness that a fraction `q` (0..1) of fired entries did not exceed, as the upper bound of its
   // bucket (within a factor of 2; never above max_lateness). O(64).
   std::chrono::nanoseconds lateness_quantile(double q) const noexcept {
+    q = q > 0 ? (q < 1 ? q : 1) : 0;  // a NaN too: 0
     std::uint64_t total = 0;
     for (std::uint64_t n : lateness_buckets) total += n;
     if (total == 0) return std::chrono::nanoseconds(0);

@@ -20,7 +20,11 @@ namespace asio = boost::asio;
 // are unwrapped one by one.
 template <typename Executor>
 asio::io_context& io_context_of(const Executor& ex) {
-  if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+  if constexpr (std::is_base_of_v<asio::any_io_executor, Executor> &&
+                !std::is_same_v<Executor, asio::any_io_executor>) {
+    // A default-token wrapper (use_awaitable_t<>::executor_with_default<any_io_executor>...): its base.
+    return io_context_of(static_cast<const asio::any_io_executor&>(ex));
+  } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
     if (const auto* io = ex.template target<asio::io_context::executor_type>()) return io->context();
     if (const auto* s = ex.template target<asio::strand<asio::io_context::executor_type>>())
       return s->get_inner_executor().context();
@@ -40,8 +44,8 @@ template <typename Executor>
 bool is_own_executor_of(const Executor& ex, const asio::io_context& ctx) noexcept {
   if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
     return &ex.context() == &ctx;
-  } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-    const auto* io = ex.template target<asio::io_context::executor_type>();
+  } else if constexpr (std::is_base_of_v<asio::any_io_executor, Executor>) {
+    const auto* io = static_cast<const asio::any_io_executor&>(ex).template target<asio::io_context::executor_type>();
     return io != nullptr && &io->context() == &ctx;
   } else {
     return false;
