@@ -380,13 +380,25 @@ inline void expect(const heap& s, const counts&, std::uint64_t ok, std::uint64_t
 // steady_timer is re-armed by hand at each tick (expires_at(expiry() + period)), as Asio's users do; tock's
 // periodic_timer keeps the grid itself (burst: every tick is delivered, none is dropped).
 
-struct asio_periodic {
-  static constexpr const char* name = "asio";
+// What both periodic adapters hold: the context and the timers, reserved up front.
+template <typename Timer, typename WarmUpTimer>
+struct periodic_timers {
   using context = asio::io_context;
-  static void warm_up(asio::io_context& ctx) { warm_up_timers<asio::steady_timer>(ctx); }
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<WarmUpTimer>(ctx); }
 
-  explicit asio_periodic(asio::io_context& ctx) : ctx_(ctx) {}
+  explicit periodic_timers(asio::io_context& ctx) : ctx_(ctx) {}
   void reserve(std::size_t n) { timers_.reserve(n); }
+  void run() { ctx_.run(); }
+
+ protected:
+  asio::io_context& ctx_;
+  std::vector<Timer> timers_;
+};
+
+struct asio_periodic : periodic_timers<asio::steady_timer, asio::steady_timer> {
+  static constexpr const char* name = "asio";
+  using periodic_timers::periodic_timers;
+
   void add(clock::time_point first, clock::duration period) {
     timers_.emplace_back(ctx_, first);
     period_ = period;
@@ -398,21 +410,15 @@ struct asio_periodic {
       h(ec);
     });
   }
-  void run() { ctx_.run(); }
 
  private:
-  asio::io_context& ctx_;
-  std::vector<asio::steady_timer> timers_;
   clock::duration period_{};
 };
 
-struct tock_periodic {
+struct tock_periodic : periodic_timers<tock::periodic_timer, tock::timer> {
   static constexpr const char* name = "tock_periodic";
-  using context = asio::io_context;
-  static void warm_up(asio::io_context& ctx) { warm_up_timers<tock::timer>(ctx); }
+  using periodic_timers::periodic_timers;
 
-  explicit tock_periodic(asio::io_context& ctx) : ctx_(ctx) {}
-  void reserve(std::size_t n) { timers_.reserve(n); }
   void add(clock::time_point first, clock::duration period) {
     timers_.emplace_back(ctx_, first, period, tock::missed_ticks::burst);
   }
@@ -420,11 +426,6 @@ struct tock_periodic {
   void tick(std::size_t i, Handler&& h) {
     timers_[i].async_wait([h = std::forward<Handler>(h)](const error_code& ec, std::uint64_t) { h(ec); });
   }
-  void run() { ctx_.run(); }
-
- private:
-  asio::io_context& ctx_;
-  std::vector<tock::periodic_timer> timers_;
 };
 
 }  // namespace bench

@@ -27,11 +27,6 @@ using manual_deadline = tock::basic_deadline<manual_clock>;
 
 const error_code aborted = asio::error::operation_aborted;
 
-// Runs what is ready, including completions that become ready while doing so (a socket's cancellation).
-void settle(asio::io_context& ctx) {
-  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
-  }
-}
 
 }  // namespace
 
@@ -43,13 +38,11 @@ BOOST_AUTO_TEST_CASE(a_timer_fires_when_time_is_moved_past_its_expiry_and_not_be
   tock_test::completion c;
   t.async_wait(tock_test::record(c));
   std::this_thread::sleep_for(20ms);  // real time does not matter
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_CHECK_EQUAL(c.calls, 0);
-  manual_clock::advance(9s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 9s);
   BOOST_CHECK_EQUAL(c.calls, 0);
-  manual_clock::advance(1s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 1s);
   BOOST_CHECK_EQUAL(c.calls, 1);
   BOOST_CHECK(!c.ec);
   BOOST_CHECK(manual_clock::now() >= t.expiry());
@@ -64,8 +57,7 @@ BOOST_AUTO_TEST_CASE(timers_and_sleeps_fire_in_deadline_order_in_one_advance) {
   b.async_wait([&](const error_code&) { order.push_back(1); });
   tock::async_sleep_until(ctx, start + 2s, [&](const error_code&) { order.push_back(2); });
   tock::async_sleep_until(ctx, start + 1h, [&](const error_code& ec) { order.push_back(ec == aborted ? -1 : 99); });
-  manual_clock::advance(5s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 5s);
   const std::vector<int> want{1, 2, 3};
   BOOST_CHECK_EQUAL_COLLECTIONS(order.begin(), order.end(), want.begin(), want.end());
   BOOST_CHECK_EQUAL(tock::basic_timer_service<manual_clock>::of(ctx.get_executor()).pending(), 1u);
@@ -78,14 +70,11 @@ BOOST_AUTO_TEST_CASE(a_deadline_pushed_later_fires_at_the_last_expiry) {
   dl.async_wait(tock_test::record(c));
   manual_clock::advance(5s);
   dl.expires_after(10s);  // later: the heap keeps the old key until it surfaces
-  manual_clock::advance(6s);  // the old key passes: the driver re-keys, nothing fires
-  settle(ctx);
+  tock_test::advance_by(ctx, 6s);  // the old key passes: the driver re-keys, nothing fires
   BOOST_CHECK_EQUAL(c.calls, 0);
-  manual_clock::advance(3s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 3s);
   BOOST_CHECK_EQUAL(c.calls, 0);
-  manual_clock::advance(1s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 1s);
   BOOST_CHECK_EQUAL(c.calls, 1);
   BOOST_CHECK(!c.ec);
 }
@@ -97,10 +86,9 @@ BOOST_AUTO_TEST_CASE(an_idle_read_times_out_in_virtual_time) {
   std::array<char, 16> buf{};
   tock_test::io_result r;
   s.server.async_read_some(asio::buffer(buf), idle.bind(tock_test::record_io(r)));
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_CHECK_EQUAL(r.calls, 0);
-  manual_clock::advance(29s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 29s);
   BOOST_CHECK_EQUAL(r.calls, 0);
   manual_clock::advance(1s);
   BOOST_REQUIRE(tock_test::run_until_idle(ctx));
@@ -117,8 +105,7 @@ BOOST_AUTO_TEST_CASE(timeout_on_the_manual_clock_times_a_read_out_in_virtual_tim
   auto& service = tock::basic_timer_service<manual_clock>::of(ctx);
   BOOST_CHECK_EQUAL(service.pending(), 1u);  // on the manual clock's service, not the steady one's
   BOOST_CHECK_EQUAL(tock::timer_service::of(ctx).pending(), 0u);
-  manual_clock::advance(29s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 29s);
   BOOST_CHECK_EQUAL(r.calls, 0);
   manual_clock::advance(1s);
   BOOST_REQUIRE(tock_test::run_until_idle(ctx));
@@ -140,8 +127,7 @@ BOOST_AUTO_TEST_CASE(timeout_at_on_the_manual_clock_is_removed_when_the_read_com
   BOOST_CHECK_EQUAL(r.calls, 1);
   BOOST_CHECK(!r.ec);
   BOOST_CHECK_EQUAL(service.pending(), 0u);
-  manual_clock::advance(30s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 30s);
   BOOST_CHECK_EQUAL(r.calls, 1);
 }
 

@@ -47,16 +47,11 @@ auto record_tick(std::vector<tick>& ticks) {
   return [&ticks](const error_code& ec, std::uint64_t missed) { ticks.push_back({ec, missed, manual_clock::now()}); };
 }
 
-void settle(asio::io_context& ctx) {
-  ctx.restart();
-  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
-  }
-}
 
 // Waits once and runs what is ready: the tick, if one is due.
 void wait_and_settle(periodic& t, asio::io_context& ctx, std::vector<tick>& ticks) {
   t.async_wait(record_tick(ticks));
-  settle(ctx);
+  tock_test::settle(ctx);
 }
 
 }  // namespace
@@ -70,11 +65,9 @@ BOOST_AUTO_TEST_CASE(ticks_every_period_and_never_before) {
   std::vector<tick> ticks;
   for (int n = 1; n <= 3; ++n) {
     t.async_wait(record_tick(ticks));
-    manual_clock::advance(9s + 999ms);
-    settle(ctx);
+    tock_test::advance_by(ctx, 9s + 999ms);
     BOOST_REQUIRE_EQUAL(ticks.size(), std::size_t(n - 1));
-    manual_clock::advance(1ms);
-    settle(ctx);
+    tock_test::advance_by(ctx, 1ms);
     BOOST_REQUIRE_EQUAL(ticks.size(), std::size_t(n));
     BOOST_CHECK(!ticks.back().ec);
     BOOST_CHECK_EQUAL(ticks.back().missed, 0u);
@@ -91,8 +84,7 @@ BOOST_AUTO_TEST_CASE(skip_drops_missed_ticks_and_stays_on_the_grid) {
   BOOST_CHECK(t.policy() == missed_ticks::skip);
   std::vector<tick> ticks;
   t.async_wait(record_tick(ticks));
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   manual_clock::advance(25s);  // a stall: now start + 35s; the tick at 20s is late, 30s passed as well
   wait_and_settle(t, ctx, ticks);
   BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
@@ -100,8 +92,7 @@ BOOST_AUTO_TEST_CASE(skip_drops_missed_ticks_and_stays_on_the_grid) {
   BOOST_CHECK(t.next_tick() == start + 40s);
   wait_and_settle(t, ctx, ticks);
   BOOST_CHECK_EQUAL(ticks.size(), 2u);  // nothing due until 40s
-  manual_clock::advance(5s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 5s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 3u);
   BOOST_CHECK_EQUAL(ticks[2].missed, 0u);
   BOOST_CHECK(ticks[2].at == start + 40s);
@@ -122,8 +113,7 @@ BOOST_AUTO_TEST_CASE(burst_delivers_missed_ticks_back_to_back_then_stays_on_the_
   BOOST_CHECK(t.next_tick() == start + 50s);
   wait_and_settle(t, ctx, ticks);
   BOOST_CHECK_EQUAL(ticks.size(), 4u);
-  manual_clock::advance(8s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 8s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 5u);
   BOOST_CHECK(ticks[4].at == start + 50s);
 }
@@ -134,21 +124,18 @@ BOOST_AUTO_TEST_CASE(delay_counts_the_period_from_the_next_wait) {
   periodic t(ctx, 10s, missed_ticks::delay);
   std::vector<tick> ticks;
   t.async_wait(record_tick(ticks));
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
   manual_clock::advance(5s);  // the handler's work took 5 s: the next tick is 10 s after the next wait
   BOOST_CHECK(t.next_tick() == start + 25s);
   t.async_wait(record_tick(ticks));
   BOOST_CHECK(t.next_tick() == start + 25s);
-  manual_clock::advance(32s);  // a stall: the tick at 25s runs at 47s
-  settle(ctx);
+  tock_test::advance_by(ctx, 32s);  // a stall: the tick at 25s runs at 47s
   BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
   BOOST_CHECK_EQUAL(ticks[1].missed, 2u);  // (47 - 25) / 10
   wait_and_settle(t, ctx, ticks);
   BOOST_CHECK(t.next_tick() == start + 57s);
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 3u);
   BOOST_CHECK(ticks[2].at == start + 57s);
 }
@@ -184,8 +171,7 @@ BOOST_AUTO_TEST_CASE(set_period_applies_from_the_next_tick) {
   t.set_period(3s);  // the pending wait keeps its tick at 10s
   BOOST_CHECK(t.period() == 3s);
   BOOST_CHECK(t.next_tick() == start + 10s);
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
   BOOST_CHECK(t.next_tick() == start + 13s);
   BOOST_CHECK_THROW(t.set_period(0s), std::invalid_argument);
@@ -207,7 +193,7 @@ BOOST_AUTO_TEST_CASE(cancel_aborts_the_wait_and_keeps_its_tick) {
   std::vector<tick> ticks;
   t.async_wait(record_tick(ticks));
   BOOST_CHECK_EQUAL(t.cancel(), 1u);
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
   BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
   BOOST_CHECK_EQUAL(ticks[0].missed, 0u);
@@ -215,8 +201,7 @@ BOOST_AUTO_TEST_CASE(cancel_aborts_the_wait_and_keeps_its_tick) {
   BOOST_CHECK_EQUAL(t.ticks(), 0u);
   BOOST_CHECK(t.next_tick() == start + 10s);
   t.async_wait(record_tick(ticks));  // waits for the same tick
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
   BOOST_CHECK(!ticks[1].ec);
   BOOST_CHECK(ticks[1].at == start + 10s);
@@ -230,15 +215,14 @@ BOOST_AUTO_TEST_CASE(a_wait_may_start_right_after_cancel) {
   t.async_wait(record_tick(ticks));
   BOOST_CHECK_EQUAL(t.cancel(), 1u);
   t.async_wait(record_tick(ticks));  // before the aborted handler has run
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
   BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
   BOOST_CHECK(!ticks[1].ec);
   BOOST_CHECK(ticks[1].at == start + 10s);
   t.async_wait(record_tick(ticks));  // the aborted handler did not leave the timer busy
   BOOST_CHECK_EQUAL(t.cancel(), 1u);
-  settle(ctx);
+  tock_test::settle(ctx);
 }
 
 BOOST_AUTO_TEST_CASE(a_deferred_wait_launched_after_the_timer_is_gone_throws) {
@@ -247,7 +231,7 @@ BOOST_AUTO_TEST_CASE(a_deferred_wait_launched_after_the_timer_is_gone_throws) {
   auto op = t->async_wait(asio::deferred);
   t.reset();
   BOOST_CHECK_THROW(std::move(op)([](const error_code&, std::uint64_t) {}), std::logic_error);
-  settle(ctx);
+  tock_test::settle(ctx);
 }
 
 BOOST_AUTO_TEST_CASE(a_cancellation_slot_aborts_the_wait) {
@@ -257,12 +241,11 @@ BOOST_AUTO_TEST_CASE(a_cancellation_slot_aborts_the_wait) {
   asio::cancellation_signal sig;
   t.async_wait(asio::bind_cancellation_slot(sig.slot(), record_tick(ticks)));
   sig.emit(asio::cancellation_type::terminal);
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
   BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
   t.async_wait(record_tick(ticks));  // the timer can wait again
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
   BOOST_CHECK(!ticks[1].ec);
 }
@@ -274,7 +257,7 @@ BOOST_AUTO_TEST_CASE(destruction_aborts_the_pending_wait) {
     periodic t(ctx, 10s);
     t.async_wait(record_tick(ticks));
   }
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
   BOOST_CHECK_EQUAL(ticks[0].ec, aborted);
   tock_test::check_idle(ctx);
@@ -291,8 +274,7 @@ BOOST_AUTO_TEST_CASE(one_wait_at_a_time) {
   } catch (const boost::system::system_error& e) {
     BOOST_CHECK_EQUAL(e.code(), asio::error::already_started);
   }
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);  // the first wait is untouched
   BOOST_CHECK(!ticks[0].ec);
 }
@@ -307,15 +289,14 @@ BOOST_AUTO_TEST_CASE(a_move_takes_the_grid_and_the_pending_wait) {
   BOOST_CHECK(a.get_executor() == b.get_executor());  // a moved-from timer keeps its executor
   BOOST_CHECK_THROW(a.async_wait(record_tick(ticks)), std::logic_error);
   BOOST_CHECK_THROW(a.next_tick(), std::logic_error);
-  manual_clock::advance(10s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 10s);
   BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
   BOOST_CHECK(!ticks[0].ec);
   BOOST_CHECK(b.next_tick() == start + 20s);
   periodic c(ctx, 1s);
   c.async_wait(record_tick(ticks));
   c = std::move(b);  // c's pending wait is aborted
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
   BOOST_CHECK_EQUAL(ticks[1].ec, aborted);
   BOOST_CHECK(c.next_tick() == start + 20s);
@@ -335,11 +316,9 @@ BOOST_AUTO_TEST_CASE(use_awaitable_returns_the_missed_count) {
         for (int i = 0; i < 2; ++i) missed.push_back(co_await t.async_wait());
       },
       asio::detached);
-  settle(ctx);
-  manual_clock::advance(10s);
-  settle(ctx);
-  manual_clock::advance(30s);  // the second tick (20s) runs at 40s
-  settle(ctx);
+  tock_test::settle(ctx);
+  tock_test::advance_by(ctx, 10s);
+  tock_test::advance_by(ctx, 30s);  // the second tick (20s) runs at 40s
   BOOST_REQUIRE_EQUAL(missed.size(), 2u);
   BOOST_CHECK_EQUAL(missed[0], 0u);
   BOOST_CHECK_EQUAL(missed[1], 2u);
@@ -349,13 +328,12 @@ BOOST_AUTO_TEST_CASE(use_future_gives_the_missed_count_or_the_error) {
   asio::io_context ctx;
   periodic t(ctx, 10s);
   std::future<std::uint64_t> f = t.async_wait(asio::use_future);
-  manual_clock::advance(25s);
-  settle(ctx);
+  tock_test::advance_by(ctx, 25s);
   BOOST_REQUIRE(f.wait_for(0s) == std::future_status::ready);
   BOOST_CHECK_EQUAL(f.get(), 1u);
   std::future<std::uint64_t> g = t.async_wait(asio::use_future);
   t.cancel();
-  settle(ctx);
+  tock_test::settle(ctx);
   BOOST_CHECK_THROW(g.get(), boost::system::system_error);
 }
 

@@ -37,6 +37,26 @@ tock::basic_timer_service<Clock>& service_of(asio::io_context& ctx) {
   return tock::basic_timer_service<Clock>::of(ctx.get_executor());
 }
 
+// Runs what is ready on `ctx` without waiting, including completions that become ready while doing so (a
+// socket's cancellation). True if `ctx` then has no work left. (It restarts `ctx` first: a context that ran
+// out of work stays stopped, and would run nothing.)
+inline bool settle(asio::io_context& ctx) {
+  ctx.restart();
+  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
+  }
+  return ctx.stopped();
+}
+
+// Moves the manual clock to `t` (or by `d`: not named advance, which std::advance would win by ADL), then
+// settles `ctx`. True if `ctx` then has no work left.
+inline bool advance_to(asio::io_context& ctx, tock::manual_clock::time_point t) {
+  tock::manual_clock::advance_to(t);
+  return settle(ctx);
+}
+inline bool advance_by(asio::io_context& ctx, tock::manual_clock::duration d) {
+  return advance_to(ctx, tock::manual_clock::now() + d);
+}
+
 // Checks that `ctx`'s timer service has nothing pending and a consistent heap: what every case expects once
 // its operations are done. A failure names the line that called it.
 template <typename Clock = steady_clock>

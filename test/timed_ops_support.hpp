@@ -87,25 +87,6 @@ inline auto record_io_then(io_result& r, std::function<void()> then) {
 // The smallest step of the manual clock: `t - tick` is the last moment before `t`.
 inline constexpr tock::manual_clock::duration tick{1};
 
-// Runs what is ready on `ctx` without waiting, including completions that become ready while doing so (a
-// socket's cancellation). True if `ctx` then has no work left. (It restarts `ctx` first: a context that ran
-// out of work stays stopped, and would run nothing.)
-inline bool settle(asio::io_context& ctx) {
-  ctx.restart();
-  for (int i = 0; i < 100 && ctx.poll() > 0; ++i) {
-  }
-  return ctx.stopped();
-}
-
-// Moves the manual clock to `t` (or by `d`: not named advance, which std::advance would win by ADL), then
-// settles `ctx`. True if `ctx` then has no work left.
-inline bool advance_to(asio::io_context& ctx, tock::manual_clock::time_point t) {
-  tock::manual_clock::advance_to(t);
-  return settle(ctx);
-}
-inline bool advance_by(asio::io_context& ctx, tock::manual_clock::duration d) {
-  return advance_to(ctx, tock::manual_clock::now() + d);
-}
 
 // run_until_idle(ctx), for a context that settle() or advance_to() may have left stopped.
 inline bool rerun_until_idle(asio::io_context& ctx) {

@@ -90,13 +90,7 @@ class basic_deadline {
 
   // Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
   // re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
-  void expires_at(const time_point& t) {
-    // The common push later touches the expiry and a counter, not the service's lock or heap.
-    if (object_.impl().try_move_later(t))
-      object_.service().count_lazy_extension();
-    else
-      object_.service().move_expiry(object_.impl(), t);
-  }
+  void expires_at(const time_point& t) { object_.service().move_expiry(object_.impl(), t); }
 
   // The same, `d` from now (any duration type, saturating; a negative `d` is due at once).
   template <typename Rep, typename Period>

@@ -70,15 +70,10 @@ struct periodic_state {
   // many whole periods have passed since the tick's time.
   std::uint64_t consume() noexcept {
     const time_point at = tick_time(), now = Clock::now();
-    std::uint64_t missed = 0;
-    typename duration::rep late;  // now - at, which a first tick near time_point::min() could overflow
-    if (now > at)
-      missed = __builtin_sub_overflow(now.time_since_epoch().count(), at.time_since_epoch().count(), &late)
-                   ? std::uint64_t(-1) / 2
-                   : static_cast<std::uint64_t>(late / period.count());
+    const std::uint64_t missed = now > at ? static_cast<std::uint64_t>(saturating_sub(now, at) / period) : 0;
     ++ticks;
     switch (policy) {
-      case missed_ticks::skip: next += missed < std::uint64_t(-1) / 2 ? 1 + missed : missed; break;
+      case missed_ticks::skip: next += 1 + missed; break;  // cannot wrap: missed < 2^63
       case missed_ticks::burst: next += 1; break;
       case missed_ticks::delay: restart = true; break;
     }

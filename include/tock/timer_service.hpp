@@ -222,23 +222,14 @@ class basic_timer_service : public asio::execution_context::service {
   // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
   bool unschedule(detail::sleep_entry& entry) noexcept {
     locked_section section(*this);
-    return core_->withdrawn_locked(queue_.unschedule(entry));
+    return core_->count_withdrawn_locked(queue_.unschedule(entry));
   }
 
-  // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1) (the
-  // timer is re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
+  // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1), lock-free
+  // and inlined (re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
   // (arming the driver) with nothing changed.
   void move_expiry(implementation_type& impl, const time_point& t) {
-    if (impl.try_move_later(t)) return count_lazy_extension();  // the common idle-timeout push: no lock, no heap
-    locked_section section(*this);
-    queue_.reserve_move(impl, t);
-    if (t == time_point::max() && impl.ring.waiting > 0) reserve_parked_work();
-    driver_.arm_for_locked(queue_.move_key(impl, t));
-    queue_.move_expiry(impl, t);
-  }
-
-  // Counts a later move that took neither the lock nor the heap (see lazy_extensions_). O(1), lock-free.
-  void count_lazy_extension() noexcept {
+    if (!impl.try_move_later(t)) return move_expiry_locked(impl, t);
     lazy_extensions_.store(lazy_extensions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
@@ -255,8 +246,9 @@ class basic_timer_service : public asio::execution_context::service {
   // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
     locked_section section(*this);
-    const auto was = queue_.detach(entry);  // an entry never waits to run elsewhere, so never `due`
-    return core_->withdrawn_locked(was == queue_type::unlinked::waiting) || was != queue_type::unlinked::nothing;
+    const auto was = queue_.detach(entry);
+    core_->count_withdrawn_locked(was == queue_type::unlinked::waiting);  // `due`: already counted as fired
+    return was != queue_type::unlinked::nothing;
   }
 
  private:
@@ -386,6 +378,15 @@ class basic_timer_service : public asio::execution_context::service {
     driver_.arm_for_locked(t);
     queue_.push_sleep(op, t);
     core_->count_started_locked(queue_.pending());
+  }
+
+  // An earlier move, or one to or from max(), which parks: under the lock (see move_expiry).
+  void move_expiry_locked(implementation_type& impl, const time_point& t) {
+    locked_section section(*this);
+    queue_.reserve_move(impl, t);
+    if (t == time_point::max() && impl.ring.waiting > 0) reserve_parked_work();
+    driver_.arm_for_locked(queue_.move_key(impl, t));
+    queue_.move_expiry(impl, t);
   }
 
   // Parked waits (expiry time_point::max()) never fire and take no heap slot, but they are outstanding

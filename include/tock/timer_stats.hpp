@@ -67,6 +67,9 @@ struct timer_stats {
     }
     return max_lateness;
   }
+  // The books balance: every accepted wait is pending or ended once (see above). O(1).
+  bool balanced() const noexcept { return started == fired + aborted + withdrawn + pending; }
+
   std::chrono::nanoseconds p50() const noexcept { return lateness_quantile(0.5); }
   std::chrono::nanoseconds p99() const noexcept { return lateness_quantile(0.99); }
 

@@ -184,7 +184,8 @@ class service_core : public std::enable_shared_from_this<service_core> {
     ++stats_.refused;
     return make_error_code(error::capacity_exceeded);
   }
-  bool withdrawn_locked(bool taken) noexcept {
+  // Counts an entry taken out because its operation ended first, if `taken`; returns `taken`.
+  bool count_withdrawn_locked(bool taken) noexcept {
     stats_.withdrawn += taken;
     return taken;
   }

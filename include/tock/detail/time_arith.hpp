@@ -45,6 +45,21 @@ TimePoint saturating_add(const TimePoint& t, const std::chrono::duration<Rep, Pe
   return t + step;
 }
 
+// a - b, clamped to the duration's range instead of overflowing (a deadline near time_point::min(), from a
+// saturated negative timeout, is far from any `now`).
+template <typename TimePoint>
+typename TimePoint::duration saturating_sub(const TimePoint& a, const TimePoint& b) noexcept {
+  using duration = typename TimePoint::duration;
+  if constexpr (std::is_integral_v<typename duration::rep>) {
+    typename duration::rep d;
+    if (__builtin_sub_overflow(a.time_since_epoch().count(), b.time_since_epoch().count(), &d))
+      return a > b ? duration::max() : duration::min();
+    return duration(d);
+  } else {
+    return a - b;
+  }
+}
+
 }  // namespace tock::detail
 
 #endif

@@ -133,17 +133,7 @@ class timer_driver {
 
   static void count_fired(timer_stats& stats, const time_point& now, const time_point& at) noexcept {
     ++stats.fired;
-    // now - at, without overflowing when `at` is far in the past (a saturated negative timeout).
-    using duration = typename time_point::duration;
-    duration since = duration::max();
-    if constexpr (std::is_integral_v<typename duration::rep>) {
-      typename duration::rep d;
-      if (!__builtin_sub_overflow(now.time_since_epoch().count(), at.time_since_epoch().count(), &d))
-        since = duration(d);
-    } else {
-      since = now - at;
-    }
-    const auto late = saturating_cast<std::chrono::nanoseconds>(since);
+    const auto late = saturating_cast<std::chrono::nanoseconds>(saturating_sub(now, at));
     ++stats.lateness_buckets[timer_stats::bucket_of(late)];
     if (late > stats.max_lateness) stats.max_lateness = late;
   }
