@@ -24,6 +24,11 @@ namespace detail {
 template <typename T>
 inline constexpr bool is_executor_v = asio::execution::is_executor<T>::value || asio::is_executor<T>::value;
 
+template <typename T>
+inline constexpr bool is_duration_v = false;
+template <typename Rep, typename Period>
+inline constexpr bool is_duration_v<std::chrono::duration<Rep, Period>> = true;
+
 template <typename Clock, typename Duration>
 typename Clock::time_point to_clock_time_point(const std::chrono::time_point<Clock, Duration>& t) noexcept {
   return typename Clock::time_point(saturating_cast<typename Clock::duration>(t.time_since_epoch()));
@@ -45,6 +50,11 @@ class initiate_sleep_until {
     basic_timer_service<Clock>::of(ex_).async_sleep_until(t, std::forward<Handler>(handler), ex_);
   }
 
+  template <typename Handler>
+  void operator()(Handler&& handler, const typename Clock::time_point& t, const typename Clock::duration& slack) const {
+    basic_timer_service<Clock>::of(ex_).async_sleep_until(t, slack, std::forward<Handler>(handler), ex_);
+  }
+
  private:
   Executor ex_;
 };
@@ -64,14 +74,28 @@ class initiate_sleep_on_handler_executor {
 
 // Completes with void(error_code) at `t` (success), or with operation_aborted when the handler's cancellation
 // slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
-// O(log N); at most one allocation, through the handler's associated allocator. Thread-safe.
+// It may complete up to the service's default_slack() late. O(log N); at most one allocation, through the
+// handler's associated allocator. Thread-safe.
 template <typename Executor, typename Clock, typename Duration,
           typename Token = asio::default_completion_token_t<Executor>,
-          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
+          std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, Duration>& t,
                        Token&& token = asio::default_completion_token_t<Executor>()) {
   return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock, Executor>(ex), token,
                                                        detail::to_clock_time_point(t));
+}
+
+// The same, completing in [t, t + slack] (slack >= 0, else std::invalid_argument): the service may complete
+// it with other entries at one wake-up.
+template <typename Executor, typename Clock, typename Duration, typename Rep, typename Period,
+          typename Token = asio::default_completion_token_t<Executor>,
+          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
+auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, Duration>& t,
+                       const std::chrono::duration<Rep, Period>& slack,
+                       Token&& token = asio::default_completion_token_t<Executor>()) {
+  return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock, Executor>(ex), token,
+                                                       detail::to_clock_time_point(t),
+                                                       detail::saturating_cast<typename Clock::duration>(slack));
 }
 
 // The same on `ctx`'s executor.
@@ -86,10 +110,21 @@ auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Cloc
 // Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
 // Same completions, cost and thread safety as async_sleep_until.
 template <typename Executor, typename Rep, typename Period, typename Token = asio::default_completion_token_t<Executor>,
-          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
+          std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
                      Token&& token = asio::default_completion_token_t<Executor>()) {
   return tock::async_sleep_until(ex, detail::saturating_add(std::chrono::steady_clock::now(), d),
+                                 std::forward<Token>(token));
+}
+
+// The same, completing up to `slack` late (see async_sleep_until).
+template <typename Executor, typename Rep, typename Period, typename Rep2, typename Period2,
+          typename Token = asio::default_completion_token_t<Executor>,
+          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
+auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
+                     const std::chrono::duration<Rep2, Period2>& slack,
+                     Token&& token = asio::default_completion_token_t<Executor>()) {
+  return tock::async_sleep_until(ex, detail::saturating_add(std::chrono::steady_clock::now(), d), slack,
                                  std::forward<Token>(token));
 }
 

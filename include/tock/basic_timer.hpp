@@ -8,13 +8,13 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/detail/throw_error.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/wait_traits.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -107,6 +107,13 @@ class basic_timer {
   // The expiry as an absolute time. O(1).
   time_point expiry() const { return object_.service().expiry(object_.impl()); }
 
+  // How late its waits may complete: in [expiry, expiry + slack], so that the service can complete several
+  // at one wake-up (tock's, not Asio's; a new timer takes the service's default_slack(), 0 unless set).
+  // set_slack applies to pending waits too; throws std::invalid_argument if `slack` < 0, with nothing
+  // changed. O(1) / O(log N).
+  duration slack() const noexcept { return object_.impl().slack; }
+  void set_slack(const duration& slack) { object_.service().set_slack(object_.impl(), slack); }
+
   // Aborts pending waits and sets the expiry; returns how many waits were aborted. O(waits): a later
   // expiry does not touch the heap, the timer is re-keyed lazily when its old key surfaces.
   std::size_t expires_at(const time_point& t) { return object_.service().expires_at(object_.impl(), t); }
@@ -158,15 +165,18 @@ class basic_timer {
   }
 #endif
 
-  // Blocks until the expiry has passed. Throws boost::system::system_error on failure.
+  // Blocks the calling thread until the expiry has passed (sleeping, as Asio's). Never fails.
   void wait() {
     error_code ec;
-    object_.service().wait(object_.impl(), ec);
-    asio::detail::throw_error(ec, "wait");
+    wait(ec);
   }
 
-  // Blocks until the expiry has passed.
-  void wait(error_code& ec) { object_.service().wait(object_.impl(), ec); }
+  // The same; `ec` is cleared.
+  void wait(error_code& ec) {
+    for (time_point now = Clock::now(); now < expiry(); now = Clock::now())
+      std::this_thread::sleep_for(WaitTraits::to_wait_duration(expiry() - now));
+    ec = error_code();
+  }
 
   // Starts a wait for the expiry; completes with void(error_code): success, operation_aborted (cancel,
   // reset, destruction, or a cancellation slot of any type), or tock::error::capacity_exceeded.

@@ -88,6 +88,10 @@ class basic_deadline {
   // The deadline as an absolute time (time_point::max() if never). O(1).
   time_point expiry() const noexcept { return object_.impl().expiry(); }
 
+  // How late its waits and bound operations may complete, as basic_timer::slack(). O(1) / O(log N).
+  duration slack() const noexcept { return object_.impl().slack; }
+  void set_slack(const duration& slack) { object_.service().set_slack(object_.impl(), slack); }
+
   // Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
   // re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
   void expires_at(const time_point& t) { object_.service().move_expiry(object_.impl(), t); }

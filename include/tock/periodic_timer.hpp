@@ -197,6 +197,10 @@ class basic_periodic_timer {
     return s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
   }
 
+  // How late a tick may complete, as basic_timer::slack(); the grid does not move. O(1) / O(log N).
+  duration slack() const { return get().timer->slack(); }
+  void set_slack(const duration& slack) { get().timer->set_slack(slack); }
+
   // How many ticks have completed so far. O(1).
   std::uint64_t ticks() const { return get().ticks; }
 

@@ -4,6 +4,7 @@
 
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/service_core.hpp>
+#include <tock/detail/slot_cancellation.hpp>
 #include <tock/detail/timer_driver.hpp>
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/timer_queue.hpp>
@@ -15,7 +16,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -118,6 +118,14 @@ class basic_timer_service : public asio::execution_context::service {
     queue_.set_capacity(n);
   }
 
+  // How late an entry may fire, for timers created and sleeps and timeouts started from now on that name
+  // none (0 unless set): they fire in [deadline, deadline + slack], so that one wake-up serves many. O(1),
+  // lock-free. set_default_slack throws std::invalid_argument, with nothing changed, if `slack` < 0.
+  duration default_slack() const noexcept { return default_slack_.load(std::memory_order_relaxed); }
+  void set_default_slack(const duration& slack) {
+    default_slack_.store(checked_slack(slack), std::memory_order_relaxed);
+  }
+
   // A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
   timer_stats stats() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
@@ -134,7 +142,7 @@ class basic_timer_service : public asio::execution_context::service {
   // threads without synchronisation (as for Asio's timers), the service itself may be. Calls that only take
   // waits out never allocate and never throw.
 
-  void construct(implementation_type&) noexcept {}
+  void construct(implementation_type& impl) noexcept { impl.slack = default_slack(); }
 
   // Aborts the timer's waits (operation_aborted) and removes it from the heap.
   void destroy(implementation_type& impl) noexcept {
@@ -152,6 +160,16 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry(); }
+
+  // Sets how late the timer's waits may fire; pending waits too (an earlier latest time re-keys them).
+  // Throws std::invalid_argument if `slack` < 0, or std::bad_alloc (arming the driver), with nothing
+  // changed. O(log N).
+  void set_slack(implementation_type& impl, const duration& slack) {
+    checked_slack(slack);
+    std::lock_guard<std::mutex> lock(core_->mutex());
+    driver_.arm_for_locked(queue_.slack_key(impl, slack));
+    queue_.set_slack(impl, slack);
+  }
 
   // Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
   // expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
@@ -175,16 +193,6 @@ class basic_timer_service : public asio::execution_context::service {
     return take_waits_locked(section, impl, 1);
   }
 
-  // Blocks the calling thread until the expiry has passed.
-  void wait(implementation_type& impl, error_code& ec) {
-    time_point now = Clock::now();
-    while (now < impl.expiry()) {
-      std::this_thread::sleep_for(WaitTraits::to_wait_duration(impl.expiry() - now));
-      now = Clock::now();
-    }
-    ec = error_code();
-  }
-
   // Starts a wait on a timer. One allocation through the handler's associated allocator; throws
   // std::bad_alloc with nothing changed.
   template <typename Handler, typename IoExecutor>
@@ -192,10 +200,18 @@ class basic_timer_service : public asio::execution_context::service {
     start<detail::timer_wait_op>(impl, std::forward<Handler>(handler), io_ex);
   }
 
-  // Starts a wait with no timer object until `t`. The same cost and guarantee.
+  // Starts a wait with no timer object until `t`, which may fire up to `slack` (>= 0) late. The same cost
+  // and guarantee; throws std::invalid_argument if `slack` < 0.
+  template <typename Handler, typename IoExecutor>
+  void async_sleep_until(const time_point& t, const duration& slack, Handler&& handler, const IoExecutor& io_ex) {
+    sleep_time at{t, checked_slack(slack)};
+    start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
+  }
+
+  // The same with the default slack.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
-    start<detail::sleep_op>(t, std::forward<Handler>(handler), io_ex);
+    async_sleep_until(t, default_slack(), std::forward<Handler>(handler), io_ex);
   }
 
   // Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
@@ -208,14 +224,14 @@ class basic_timer_service : public asio::execution_context::service {
   // --- Entries embedded in other objects (tock::timeout, tock::deadline's bound operations). The owner keeps
   // the entry alive until it has fired (its completion function was called) or has been unscheduled.
 
-  // Schedules an entry at `t`; it fires through its completion function (op_action::invoke, from inside the
-  // context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when it
-  // could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
+  // Schedules an entry at `t` (with the default slack); it fires through its completion function (op_action::invoke,
+  // from inside the context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when
+  // it could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
   error_code schedule(detail::sleep_entry& entry, const time_point& t) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (queue_.sleep_past_capacity(t)) return core_->refused_locked();
-    place_locked(t, entry);
+    place_locked(sleep_time{t, default_slack()}, entry);
     return error_code();
   }
 
@@ -257,6 +273,16 @@ class basic_timer_service : public asio::execution_context::service {
   using queue_type = detail::timer_queue<time_point>;
   using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
 
+  struct sleep_time {  // where a sleep goes
+    time_point at;
+    duration slack;
+  };
+
+  static const duration& checked_slack(const duration& slack) {
+    if (slack < duration::zero()) throw std::invalid_argument("tock: negative slack");
+    return slack;
+  }
+
   // The lock of a call that takes waits out. Once the call is done it lets the driver go if no wait is left
   // in the heap and the parked work if none is parked, unlocks, posts the drain of the completions the call
   // deferred, and only then drops the parked work: were the context's work count to reach zero first, it
@@ -285,43 +311,6 @@ class basic_timer_service : public asio::execution_context::service {
     bool drain_ = false;
   };
 
-  // The service's handler in a wait's or sleep's cancellation slot: cancels it on any type. Its constructor
-  // and destructor tell the operation whether it is in the slot (see wait_handlers.hpp), so that a slot
-  // whose signal was destroyed first is never touched. Op is wait_op or sleep_entry.
-  template <typename Op>
-  class slot_cancellation {
-   public:
-    slot_cancellation(basic_timer_service* s, Op* op) noexcept : service_(s), core_(s->core_.get()), op_(op) {
-      op_->complete(op_, *core_, detail::op_action::hooked, error_code());
-    }
-    // Through the core, not the service: a fired wait run on another context's executor may clear its slot
-    // after this service is gone (the core lives on with it).
-    ~slot_cancellation() { op_->complete(op_, *core_, detail::op_action::unhooked, error_code()); }
-    slot_cancellation(const slot_cancellation&) = delete;
-    slot_cancellation& operator=(const slot_cancellation&) = delete;
-
-    void operator()(asio::cancellation_type type) {
-      if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial |
-                   asio::cancellation_type::total)) != asio::cancellation_type::none)
-        service_->cancel_op(*op_);  // may destroy *this (the slot is cleared): nothing after it
-    }
-
-   private:
-    basic_timer_service* service_;
-    detail::service_core* core_;
-    Op* op_;
-  };
-
-  // Destroys the handler of an operation that could not be started, when the start throws.
-  template <typename Op>
-  struct unstarted_op {
-    Op* op;
-    detail::service_core& core;
-    ~unstarted_op() {
-      if (op) op->complete(op, core, detail::op_action::destroy, error_code());
-    }
-  };
-
   // Allocates the operation (of kind Op: timer_wait_op or sleep_op) for a handler, with the handler's
   // executor as its target unless that is the context's own, and starts it at `where` (a timer, or a time).
   template <template <typename, typename> class Op, typename Where, typename Handler, typename IoExecutor>
@@ -342,9 +331,10 @@ class basic_timer_service : public asio::execution_context::service {
   template <typename Where, typename Op>
   void start_op(Where& where, Op* op) {
     using base = std::conditional_t<std::is_base_of_v<wait_op, Op>, wait_op, sleep_entry>;
-    unstarted_op<base> guard{op, *core_};
+    detail::unstarted_op<base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<slot_cancellation<base>>(this, op);
+    if (slot.is_connected())
+      slot.template emplace<detail::slot_cancellation<basic_timer_service, base>>(this, core_.get(), op);
 
     std::unique_lock<std::mutex> lock(core_->mutex());
     if (shut_down_) return;  // Asio's rule after shutdown: the handler is destroyed (unlocked), never invoked
@@ -361,7 +351,7 @@ class basic_timer_service : public asio::execution_context::service {
   }
 
   bool past_capacity_locked(const implementation_type& impl) const noexcept { return queue_.wait_past_capacity(impl); }
-  bool past_capacity_locked(const time_point& t) const noexcept { return queue_.sleep_past_capacity(t); }
+  bool past_capacity_locked(const sleep_time& t) const noexcept { return queue_.sleep_past_capacity(t.at); }
 
   // Places a wait or an entry: the memory first, then the driver (see timer_driver.hpp), then the queue.
   // Throws only before anything changed.
@@ -372,11 +362,11 @@ class basic_timer_service : public asio::execution_context::service {
     queue_.link_wait(impl, op);
     core_->count_started_locked(queue_.pending());
   }
-  void place_locked(const time_point& t, sleep_entry& op) {
-    queue_.reserve_at(t);
-    if (t == time_point::max()) reserve_parked_work();
-    driver_.arm_for_locked(t);
-    queue_.push_sleep(op, t);
+  void place_locked(const sleep_time& t, sleep_entry& op) {
+    queue_.reserve_at(t.at);
+    if (t.at == time_point::max()) reserve_parked_work();
+    driver_.arm_for_locked(detail::latest_time(t.at, t.slack));
+    queue_.push_sleep(op, t.at, t.slack);
     core_->count_started_locked(queue_.pending());
   }
 
@@ -399,6 +389,9 @@ class basic_timer_service : public asio::execution_context::service {
   std::size_t take_waits_locked(locked_section& section, implementation_type& impl, std::size_t limit) noexcept {
     return queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
   }
+
+  template <typename, typename>
+  friend class detail::slot_cancellation;
 
   // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
   void cancel_op(wait_op& op) noexcept {
@@ -433,10 +426,11 @@ class basic_timer_service : public asio::execution_context::service {
   detail::timer_driver<Clock, WaitTraits> driver_;
   bool shut_down_ = false;
   std::unique_ptr<work_guard> parked_work_;  // held while waits are parked
-  std::unique_ptr<work_guard> idle_work_;    // no longer needed; dropped by locked_section after its posts
+  std::unique_ptr<work_guard> idle_work_;  // no longer needed; dropped by locked_section after its posts
   // Lazy extensions take no lock: a relaxed load and store, not an atomic add, so that the push costs no
   // locked instruction; pushes from several threads at once may undercount (stats() says so).
   alignas(64) std::atomic<std::uint64_t> lazy_extensions_{0};
+  std::atomic<duration> default_slack_{duration::zero()};
 };
 
 template <typename Clock, typename WaitTraits>

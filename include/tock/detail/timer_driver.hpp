@@ -21,11 +21,12 @@
 namespace tock::detail {
 
 // The arming rule: the driver is armed exactly while some wait sits in the queue's heap, at or before the
-// top's key. It is re-armed only when the top becomes earlier than what it is armed for; a later top is found
-// by waking early. During a batch nothing is armed: the batch re-arms once at its end (each arming is a
-// timerfd_settime, and the superseded wait an extra completion). Arming can fail (Asio allocates), so a call
-// that places a wait arms for it first (arm_for_locked), before anything changes; calls that only take waits
-// out never arm (disarm_if_idle_locked), so they cannot fail. The *_locked members run under the core's lock.
+// top's key (a latest time: with slack, entries due before it wait for it, and fire together). It is re-armed only when
+// the top becomes earlier than what it is armed for; a later top is found by waking early. During a batch nothing is
+// armed: the batch re-arms once at its end (each arming is a timerfd_settime, and the superseded wait an extra
+// completion). Arming can fail (Asio allocates), so a call that places a wait arms for it first (arm_for_locked),
+// before anything changes; calls that only take waits out never arm (disarm_if_idle_locked), so they cannot fail. The
+// *_locked members run under the core's lock.
 template <typename Clock, typename WaitTraits>
 class timer_driver {
  public:
@@ -90,11 +91,14 @@ class timer_driver {
     std::unique_lock<std::mutex> lock(core_.mutex());
     if (generation != generation_.load(std::memory_order_relaxed) || stopped_) return;
     armed_at_ = time_point::max();
+    const time_point now = Clock::now();
 
-    // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do).
+    // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do), for
+    // the top once settled: a timer waited on again from its handler keeps its past key until then.
     struct rearm {
       timer_driver& driver;
       std::unique_lock<std::mutex>& lock;
+      const time_point& now;
       // The wait that fired returned its memory to the driver, so the re-arm finds it (see asio_driver);
       // should Asio's own timer queue fail to grow, run() is left with that exception, unless a handler's
       // already leaves it.
@@ -102,15 +106,17 @@ class timer_driver {
         if (!lock.owns_lock()) lock.lock();
         driver.firing_ = false;
         try {
-          if (driver.queue_.heap_waits() != 0) driver.arm_locked(driver.queue_.top_key());
+          if (driver.queue_.heap_waits() != 0) {
+            driver.queue_.settle(now);
+            driver.arm_locked(driver.queue_.top_key());
+          }
         } catch (...) {
           if (std::uncaught_exceptions() == 0) throw;
         }
       }
-    } guard{*this, lock};
+    } guard{*this, lock, now};
 
     firing_ = true;
-    const time_point now = Clock::now();
     timer_stats& stats = core_.stats_locked();
     ++stats.wakeups;
     bool fired = false;
@@ -173,7 +179,7 @@ class timer_driver {
   typename driver_for<Clock, WaitTraits>::type driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed
   std::atomic<std::uint64_t> generation_{0};  // written under the lock; read first without it
-  bool firing_ = false;                       // a batch runs: it re-arms when it ends
+  bool firing_ = false;  // a batch runs: it re-arms when it ends
   bool stopped_ = false;
 };
 

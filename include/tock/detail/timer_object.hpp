@@ -24,7 +24,9 @@ class timer_object {
   using implementation_type = typename service_type::implementation_type;
 
   // On `ex`'s io_context, expiring at `expiry`. O(1) after the first use of the context.
+  // Its slack is the service's default.
   timer_object(const Executor& ex, const time_point& expiry) : service_(&service_type::of(ex)), executor_(ex) {
+    service_->construct(impl_);
     impl_.set_expiry(expiry);
   }
 

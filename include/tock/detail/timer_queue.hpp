@@ -14,20 +14,22 @@
 
 namespace tock::detail {
 
-// Entries are timers (one heap slot however many waits; see timer_node.hpp for the key <= expiry rule) and
-// sleeps (a sleep or a tock::timeout entry is its own node). Waits at TimePoint::max() never fire: they are
+// Entries are timers (one heap slot however many waits; see timer_node.hpp for the rules on keys: slack,
+// and key <= latest time) and sleeps (a sleep or a tock::timeout entry is its own node), keyed by their
+// latest times. Waits at TimePoint::max() never fire: they are
 // parked in a side list instead, and take no heap slot. Calls that may allocate come in two steps, a
 // reserve_* that throws with nothing changed and a noexcept step that changes things.
 template <typename TimePoint>
 class timer_queue {
  public:
   using timer = timer_node<TimePoint>;
+  using duration = typename TimePoint::duration;
 
   // What pop_due() found: a sleep out of the heap, or the oldest waiting wait of a timer, fired.
   struct due {
     sleep_entry* sleep = nullptr;
     wait_op* wait = nullptr;
-    TimePoint at{};  // its deadline
+    TimePoint at{};  // its deadline (its expiry, not its latest time)
     explicit operator bool() const noexcept { return sleep != nullptr || wait != nullptr; }
   };
 
@@ -57,11 +59,12 @@ class timer_queue {
   void reserve_wait(const timer& t) { reserve_at(t.expiry()); }
 
   // Where a new wait puts its timer in the heap, or max() if the heap keeps it where it is (it waits already,
-  // or parks). A timer left in the heap without waits keeps a key earlier than its expiry (it is re-keyed
-  // when it surfaces).
+  // or parks). A timer left in the heap without waits keeps a key earlier than its latest time (it is
+  // re-keyed when it surfaces).
   TimePoint wait_key(const timer& t) const noexcept {
     if (t.ring.waiting > 0 || t.expiry() == TimePoint::max()) return TimePoint::max();
-    return t.node.in_heap() && heap_.key_of(t.node) < t.expiry() ? heap_.key_of(t.node) : t.expiry();
+    const TimePoint latest = t.latest();
+    return t.node.in_heap() && heap_.key_of(t.node) < latest ? heap_.key_of(t.node) : latest;
   }
 
   void link_wait(timer& t, wait_op& op) noexcept {
@@ -80,15 +83,16 @@ class timer_queue {
     ++heap_waits_;
     // A timer ranks among equal deadlines by its oldest waiting wait (see resequence).
     if (!first) return;
+    const TimePoint latest = t.latest();
     if (t.node.in_heap()) {
       --lingering_;
-      if (heap_.key_of(t.node) < t.expiry()) return;  // a lazy key stays (wait_key)
+      if (heap_.key_of(t.node) < latest) return;  // a lazy key stays (wait_key)
       t.node.seq = op.seq;
-      heap_.rekey(t.node, t.expiry());
+      heap_.rekey(t.node, latest);
       ++rekeys_;
     } else {
       t.node.seq = op.seq;
-      heap_.push(t.node, t.expiry());
+      heap_.push(t.node, latest);
     }
   }
 
@@ -107,14 +111,17 @@ class timer_queue {
     }
   }
 
-  void push_sleep(sleep_entry& op, const TimePoint& at) noexcept {
+  // Places a sleep due at `at` that may be late by up to `slack` (>= 0): its key is latest_time(at, slack).
+  void push_sleep(sleep_entry& op, const TimePoint& at, const duration& slack = duration::zero()) noexcept {
     if (at == TimePoint::max()) {
       park(op.node);
       ++parked_waits_;
       return;
     }
+    const TimePoint latest = latest_time(at, slack);
+    op.slack = static_cast<std::int64_t>((latest - at).count());  // as clamped: the deadline is exactly key - slack
     op.node.seq = next_seq_++;
-    heap_.push(op.node, at);
+    heap_.push(op.node, latest);
     ++heap_waits_;
   }
 
@@ -187,11 +194,13 @@ class timer_queue {
   // Where the move puts the timer in the heap, or max() if it puts it nowhere earlier.
   TimePoint move_key(const timer& t, const TimePoint& at) const noexcept {
     if (t.ring.waiting == 0 || at == TimePoint::max()) return TimePoint::max();
-    if (t.node.parked() || !(heap_.key_of(t.node) < at)) return at;
+    const TimePoint latest = latest_time(at, t.slack);
+    if (t.node.parked() || !(heap_.key_of(t.node) < latest)) return latest;
     return TimePoint::max();
   }
 
   void move_expiry(timer& t, const TimePoint& at) noexcept {
+    const TimePoint latest = latest_time(at, t.slack);
     const std::size_t n = t.ring.waiting;
     if (n > 0) {
       if (at == TimePoint::max()) {
@@ -205,19 +214,41 @@ class timer_queue {
         unpark(t.node);
         parked_waits_ -= n;
         t.node.seq = t.ring.first_waiting()->seq;
-        heap_.push(t.node, at);
+        heap_.push(t.node, latest);
         heap_waits_ += n;
-      } else if (!(heap_.key_of(t.node) < at)) {
+      } else if (!(heap_.key_of(t.node) < latest)) {
         t.node.seq = t.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
-        heap_.rekey(t.node, at);
+        heap_.rekey(t.node, latest);
         ++rekeys_;
       }
     }
     t.set_expiry(at);
   }
 
-  // Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` gets expiry `from_expiry`.
+  // --- The slack of a timer (>= 0): slack_key, then set_slack.
+
+  // Where the new slack puts the timer in the heap, or max() if nowhere earlier.
+  TimePoint slack_key(const timer& t, const duration& slack) const noexcept {
+    if (t.ring.waiting == 0 || !t.node.in_heap()) return TimePoint::max();
+    const TimePoint latest = latest_time(t.expiry(), slack);
+    return latest < heap_.key_of(t.node) ? latest : TimePoint::max();
+  }
+
+  // Sets the slack; a key past the new latest time moves to it (rule 5), any other stays.
+  void set_slack(timer& t, const duration& slack) noexcept {
+    t.slack = slack;
+    if (t.ring.waiting == 0 || !t.node.in_heap()) return;
+    if (const TimePoint latest = t.latest(); latest < heap_.key_of(t.node)) {
+      t.node.seq = t.ring.first_waiting()->seq;
+      heap_.rekey(t.node, latest);
+      ++rekeys_;
+    }
+  }
+
+  // Moves `from`'s expiry, slack and waits to `to`, which holds nothing yet; `from` gets expiry
+  // `from_expiry` and keeps its slack.
   void move_timer(timer& to, timer& from, const TimePoint& from_expiry) noexcept {
+    to.slack = from.slack;
     to.set_expiry(from.expiry());
     from.set_expiry(from_expiry);
     to.ring.take_from(from.ring);
@@ -232,42 +263,59 @@ class timer_queue {
 
   // --- Firing.
 
-  // The next entry due at `now`, in deadline order: a sleep leaves the heap, a timer's oldest waiting wait
-  // fires (wait_ring::fire_first). Timers left without waits leave the heap on the way; timers extended
-  // lazily are re-keyed at their expiry. O(log N) per entry.
-  due pop_due(const TimePoint& now) noexcept {
+  // Brings the top to an entry that can fire at `now`: timers left without waits leave the heap on the way,
+  // timers extended lazily are re-keyed at their latest time. True if the top is then due: a sleep or a
+  // timer whose deadline has passed (not only its key: see slack, timer_node.hpp rule 0). O(log N) per
+  // entry it passes.
+  bool settle(const TimePoint& now) noexcept {
     while (!heap_.empty()) {
       const auto& top = heap_.top();
-      if (now < top.key) break;
       heap_node& n = *top.node;
-      const TimePoint at = top.key;
-      if (!n.is_timer) {
-        sleep_entry* op = sleep_entry::from_node(&n);
-        heap_.remove(n);
-        --heap_waits_;
-        return {op, nullptr, at};
-      }
+      const TimePoint key = top.key;
+      if (!n.is_timer) return !(now < sleep_deadline(*sleep_entry::from_node(&n), key));
       timer& t = *timer::from_node(&n);
-      if (t.ring.waiting == 0) {  // left behind by a cancel or reset
+      if (t.ring.waiting == 0) {  // left behind by a cancel or reset, or fired (rule 4)
+        if (now < key) return false;
         heap_.remove(n);
         --lingering_;
         continue;
       }
-      if (const TimePoint expiry = t.expiry(); top.key < expiry) {  // extended lazily: re-key now
-        n.seq = t.ring.first_waiting()->seq;                         // see resequence
-        heap_.rekey(n, expiry);
+      if (const TimePoint latest = t.latest(); key < latest) {  // extended lazily
+        if (now < key) return false;
+        n.seq = t.ring.first_waiting()->seq;  // see resequence
+        heap_.rekey(n, latest);
         ++rekeys_;
         continue;
       }
-      wait_op& op = t.ring.fire_first();
-      --heap_waits_;
-      if (t.ring.waiting == 0)
-        heap_.remove(n);
-      else
-        resequence(t);
-      return {nullptr, &op, at};
+      return !(now < t.expiry());
     }
-    return {};
+    return false;
+  }
+
+  // The next entry due at `now`, by latest time (by deadline, and by start order among equal deadlines, when
+  // entries have equal slack): a sleep leaves the heap, a timer's oldest waiting wait fires
+  // (wait_ring::fire_first). A timer left without waits stays in the heap (rule 4): a wait started from its
+  // handler re-keys it in place; settle() drops it otherwise. O(log N) per entry.
+  due pop_due(const TimePoint& now) noexcept {
+    if (!settle(now)) return {};
+    const auto& top = heap_.top();
+    heap_node& n = *top.node;
+    if (!n.is_timer) {
+      sleep_entry* op = sleep_entry::from_node(&n);
+      const TimePoint at = sleep_deadline(*op, top.key);
+      heap_.remove(n);
+      --heap_waits_;
+      return {op, nullptr, at};
+    }
+    timer& t = *timer::from_node(&n);
+    const TimePoint at = t.expiry();
+    wait_op& op = t.ring.fire_first();
+    --heap_waits_;
+    if (t.ring.waiting == 0)
+      ++lingering_;
+    else
+      resequence(t);
+    return {nullptr, &op, at};
   }
 
   // A fired wait that has not run waits again, first of its timer, at the timer's expiry. False (nothing
@@ -289,7 +337,7 @@ class timer_queue {
     ++heap_waits_;
     if (!t.node.in_heap()) {
       t.node.seq = op.seq;
-      heap_.push(t.node, t.expiry());
+      heap_.push(t.node, t.latest());
     } else {
       if (was_idle) --lingering_;
       resequence(t);
@@ -330,8 +378,8 @@ class timer_queue {
         continue;
       }
       const timer& t = *timer::from_node(const_cast<heap_node*>(n));
-      // A timer with waits is keyed no later than its expiry; one without may linger with any key.
-      if (t.ring.waiting > 0 && (heap_.at(i).key > t.expiry() || t.expiry() == TimePoint::max())) return false;
+      // A timer with waits is keyed no later than its latest time; one without may linger with any key.
+      if (t.ring.waiting > 0 && (heap_.at(i).key > t.latest() || t.expiry() == TimePoint::max())) return false;
       in_heap += t.ring.waiting;
       lingering += t.ring.waiting == 0;
     }
@@ -357,7 +405,7 @@ class timer_queue {
     const std::uint32_t seq = t.ring.first_waiting()->seq;
     if (t.node.seq == (seq & 0x7FFF'FFFFu)) return;
     const TimePoint key = heap_.key_of(t.node);
-    if (key < t.expiry()) return;
+    if (key < t.latest()) return;
     t.node.seq = seq;
     heap_.rekey(t.node, key);
   }
@@ -374,6 +422,10 @@ class timer_queue {
       parked_waits_ -= n;
       if (t.ring.waiting == 0) unpark(t.node);
     }
+  }
+
+  static TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) noexcept {
+    return key - duration(static_cast<typename duration::rep>(op.slack));
   }
 
   void park(heap_node& n) noexcept {  // room reserved by reserve_at

@@ -179,6 +179,7 @@ struct sleep_entry {
   heap_node node;  // first member: a heap_node* of a sleep converts back with from_node()
   complete_fn complete;
   std::uintptr_t deferred_next = 0;  // its link in the core's deferred_queue, while queued there
+  std::int64_t slack = 0;            // in clock ticks: its heap key is its deadline + slack (timer_node.hpp, rule 0)
 
   explicit sleep_entry(complete_fn f) noexcept : complete(f) {}
   static sleep_entry* from_node(heap_node* n) noexcept { return reinterpret_cast<sleep_entry*>(n); }
