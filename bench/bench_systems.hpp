@@ -238,6 +238,15 @@ struct tock_sleeps {
   void verify(std::size_t pending) const { check_pending(ctx, pending); }
 };
 
+// tock_sleep_slack: the same sleeps, each allowed to complete up to 1 ms late (the service's default slack),
+// so that one wake-up serves every sleep due within that window.
+struct tock_sleeps_slack : tock_sleeps<false> {
+  static constexpr const char* name = "tock_sleep_slack";
+  explicit tock_sleeps_slack(asio::io_context& c) : tock_sleeps<false>(c) {
+    tock::timer_service::of(c).set_default_slack(std::chrono::milliseconds(1));
+  }
+};
+
 // ---------------------------------------------------------------------------------------------------------
 // watchdog: the pattern of Asio's example/cpp20/coroutines/timeout.cpp, with callbacks. Activity only stores
 // the deadline; one steady_timer per connection fires at the deadline it was armed for, re-checks the stored

@@ -50,12 +50,12 @@ using tock_timers = timer_objects<tock::timer>;
 using tock_deadlines = timer_objects<tock::deadline>;
 
 // Which systems each workload runs (churn's sleeps are bound to cancellation signals, the others' are not).
-using fire_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, heap>;
+using fire_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, tock_sleeps_slack, heap>;
 using churn_systems = systems<asio_timers, tock_timers, tock_sleeps<true>, heap>;
 using touch_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog, heap>;
 using memory_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, tock_deadlines, heap>;
 using lateness_systems = systems<asio_timers, tock_timers, tock_sleeps<false>>;
-using sparse_systems = systems<asio_timers, tock_timers, tock_sleeps<false>>;
+using sparse_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, tock_sleeps_slack>;
 using threads_systems = systems<asio_timers, tock_timers>;
 using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog>;
 using periodic_systems = systems<asio_periodic, tock_periodic>;
