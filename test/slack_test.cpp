@@ -80,9 +80,7 @@ BOOST_AUTO_TEST_CASE(every_kind_of_entry_completes_within_its_window_on_random_i
       for (int i = 0; i < 300; ++i) {
         entry& e = entries.emplace_back(entry{t0 + due_steps(rng) * step, slack_steps(rng) * step, {}, {}});
         switch (kind(rng)) {
-          case 0:
-            tock::async_sleep_until(ctx.get_executor(), e.due, e.slack, record(e));
-            break;
+          case 0: tock::async_sleep_until(ctx.get_executor(), e.due, e.slack, record(e)); break;
           case 1: {
             manual_timer& t = timers.emplace_back(ctx, e.due);
             t.set_slack(e.slack);
@@ -274,8 +272,8 @@ BOOST_AUTO_TEST_CASE(a_periodic_tick_re_keys_its_timer_in_place) {
 BOOST_AUTO_TEST_CASE(the_queue_keeps_a_deadline_next_to_max_reachable_whatever_its_slack) {
   using time_point = std::chrono::steady_clock::time_point;
   tock::detail::timer_queue<time_point> q;
-  tock::detail::sleep_entry s([](tock::detail::sleep_entry*, tock::detail::service_core&, tock::detail::op_action,
-                                 const error_code&) {});
+  tock::detail::sleep_entry s(
+      [](tock::detail::sleep_entry*, tock::detail::service_core&, tock::detail::op_action, const error_code&) {});
   const time_point at = time_point::max() - 1h;
   q.reserve_at(at);
   q.push_sleep(s, at, 2h);  // at + slack overflows: the key stops short of max(), which means never

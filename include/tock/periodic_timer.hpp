@@ -4,6 +4,7 @@
 
 #include <tock/basic_timer.hpp>
 #include <tock/detail/time_arith.hpp>
+#include <tock/detail/timer_object.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associator.hpp>
@@ -42,7 +43,9 @@ struct periodic_state {
   using time_point = typename Clock::time_point;
   static_assert(std::is_integral_v<typename duration::rep>, "a periodic timer's grid is computed in integers");
 
-  std::optional<basic_timer<Clock, WaitTraits, Executor>> timer;  // reset when the owner goes
+  // The timer: reset when the owner goes. Its waits are this state's, one at a time, so that between two it
+  // has none and moving its expiry later takes no lock (timer_service::move_expiry).
+  std::optional<timer_object<Clock, WaitTraits, Executor>> timer;
   time_point origin;
   std::uint64_t next = 0;  // the index of the next tick on the grid
   duration period;
@@ -113,9 +116,9 @@ class tick_handler {
 }  // namespace detail
 
 // A timer that completes a wait at each tick of a grid: every `period` from a first tick, each completion
-// reporting how many ticks it missed. At most one heap slot per timer; per tick, the fired timer leaves the
-// heap and the next wait puts it back (O(log N) each); no allocation per tick beyond the wait's own
-// operation, which tock recycles.
+// reporting how many ticks it missed. One heap slot per timer, kept from tick to tick: a wait started from
+// the tick's handler re-keys it in place (one O(log N) sift, see timer_node.hpp rule 4) and moves its
+// expiry without a lock; no allocation per tick beyond the wait's own operation, which tock recycles.
 //
 // Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers); the wait's handler
 // updates the timer's state when it runs or is destroyed, so run it where the timer is used (its executor
@@ -198,8 +201,11 @@ class basic_periodic_timer {
   }
 
   // How late a tick may complete, as basic_timer::slack(); the grid does not move. O(1) / O(log N).
-  duration slack() const { return get().timer->slack(); }
-  void set_slack(const duration& slack) { get().timer->set_slack(slack); }
+  duration slack() const { return get().timer->impl().slack; }
+  void set_slack(const duration& slack) {
+    auto& t = *get().timer;
+    t.service().set_slack(t.impl(), slack);
+  }
 
   // How many ticks have completed so far. O(1).
   std::uint64_t ticks() const { return get().ticks; }
@@ -219,7 +225,7 @@ class basic_periodic_timer {
   // the timer busy until its handler has run.) O(1).
   std::size_t cancel() {
     state& s = get();
-    const std::size_t n = s.timer->cancel();
+    const std::size_t n = s.timer->service().cancel(s.timer->impl());
     s.waiting = 0;
     return n;
   }
@@ -256,8 +262,9 @@ class basic_periodic_timer {
       s.waiting = ++s.last_id;  // the tick handler ends it however it ends, including when the start throws
       // Nothing of the grid changes until the wait is in: a start that throws leaves it as it was.
       const time_point at = s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
-      if (s.timer->expiry() != at) s.timer->expires_at(at);
-      s.timer->async_wait(std::move(tick));
+      auto& timer = *s.timer;
+      if (timer.impl().expiry() != at) timer.service().move_expiry(timer.impl(), at);  // no wait to abort
+      timer.async_wait(std::move(tick));
       if (s.restart) {
         s.restart = false;
         s.origin = at;

@@ -24,10 +24,11 @@ struct timer_stats {
   std::uint64_t withdrawn = 0;
   // Not accepted: capacity_exceeded.
   std::uint64_t refused = 0;
-  // Expiries moved later (or kept) without the lock or the heap; counted without an atomic add, so pushes
-  // from several threads at once may undercount.
+  // Expiries moved later (or kept) without the lock or the heap: deadlines pushed back, periodic timers'
+  // next ticks; counted without an atomic add, so pushes from several threads at once may undercount.
   std::uint64_t lazy_extensions = 0;
-  // Heap re-keys: a lazily extended key that surfaced, an earlier move, a new wait on a timer left behind.
+  // Heap re-keys: a lazily extended key that surfaced (a periodic tick's, each tick), an earlier move or
+  // slack, a new wait on a timer left behind.
   std::uint64_t rekeys = 0;
   // Pending now, and the most pending at once.
   std::size_t pending = 0;
