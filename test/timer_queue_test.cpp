@@ -35,7 +35,7 @@ void link(queue& q, timer& t, test_wait& w) {
 }
 void push(queue& q, test_sleep& s, time_point at) {
   q.reserve_at(at);
-  q.push_sleep(s, at);
+  q.push_sleep(s, at, at);
 }
 
 // What pop_due(now) yields, in order, until nothing is due.

@@ -211,7 +211,8 @@ class basic_timer_service : public asio::execution_context::service {
   // The same with the default slack.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
-    async_sleep_until(t, default_slack(), std::forward<Handler>(handler), io_ex);
+    sleep_time at{t, default_slack()};
+    start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
   }
 
   // Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
@@ -365,8 +366,9 @@ class basic_timer_service : public asio::execution_context::service {
   void place_locked(const sleep_time& t, sleep_entry& op) {
     queue_.reserve_at(t.at);
     if (t.at == time_point::max()) reserve_parked_work();
-    driver_.arm_for_locked(detail::latest_time(t.at, t.slack));
-    queue_.push_sleep(op, t.at, t.slack);
+    const time_point latest = detail::latest_time(t.at, t.slack);
+    driver_.arm_for_locked(latest);
+    queue_.push_sleep(op, t.at, latest);
     core_->count_started_locked(queue_.pending());
   }
 

@@ -1,8 +1,9 @@
 // test/fuzz/fuzz_ops.cpp: libFuzzer target. Decodes the input into a sequence of operations on one
 // io_context with tock::manual_clock (timers, deadlines, sleeps, deadline.bind / tock::timeout on socket
-// pairs, cancellation slots, capacity changes, time advances, polls) and checks every wait against a
-// reference model: exactly one completion or destruction at shutdown, the right error, never before its
-// expiry, aborted waits in abort order, fired waits in expiry order, invariants_hold() after every step.
+// pairs, cancellation slots, capacity and slack changes, time advances, polls) and checks every wait against
+// a reference model: exactly one completion or destruction at shutdown, the right error, never before its
+// expiry and done by its latest time (expiry + slack), aborted waits in abort order, fired waits in order of
+// latest time, invariants_hold() after every step.
 // Built with -fsanitize=fuzzer,address,undefined (see test/fuzz/CMakeLists.txt, scripts/fuzz.sh).
 #include <tock/tock.hpp>
 
@@ -73,6 +74,7 @@ struct wait_rec {
   int owner;             // timer, deadline or socket pair index (follows moves)
   int dl = -1;           // bound_read: the deadline index
   time_point expiry{};   // timer_wait, sleep: fixed for the wait's life
+  milliseconds slack{};  // sleep: fixed for its life (timers' and deadlines' are their owners')
   bool strand = false;   // handler bound to a strand (a foreign executor)
   int sig = -1;          // signal bound, or -1
   bool decided = false;  // timer/deadline/sleep: the outcome is already fixed (aborted or refused)
@@ -109,9 +111,12 @@ struct model {
   std::optional<time_point> last_fire;
   std::array<std::uint64_t, n_timers> last_timer_start{};
   std::uint64_t last_sleep_start = 0;
-  std::optional<time_point> last_sleep_expiry;
+  std::optional<time_point> last_sleep_latest;
 
   std::array<std::optional<time_point>, n_deadlines> dl_expiry;  // nullopt: no deadline there (or moved from)
+  std::array<milliseconds, n_timers> timer_slack{};
+  std::array<milliseconds, n_deadlines> dl_slack{};
+  milliseconds default_slack{};  // the manual-clock service's, taken by new timers, deadlines and sleeps
   std::array<std::size_t, n_pairs> buffered{};
   std::array<int, n_pairs> reading{-1, -1};
 
@@ -119,7 +124,21 @@ struct model {
     last_fire.reset();
     last_timer_start.fill(0);
     last_sleep_start = 0;
-    last_sleep_expiry.reset();
+    last_sleep_latest.reset();
+  }
+
+  // The latest time a wait may complete at (its expiry's, with its slack now), max() for never.
+  time_point latest(const wait_rec& w) const {
+    switch (w.k) {
+      case kind::timer_wait:
+        return tock::detail::latest_time(w.expiry,
+                                         time_point::duration(w.owner >= 0 ? timer_slack[w.owner] : milliseconds()));
+      case kind::sleep: return tock::detail::latest_time(w.expiry, time_point::duration(w.slack));
+      case kind::deadline_wait:
+        if (w.owner < 0 || !dl_expiry[w.owner]) return time_point::max();
+        return tock::detail::latest_time(*dl_expiry[w.owner], time_point::duration(dl_slack[w.owner]));
+      default: return time_point::max();
+    }
   }
 
   void on_destroy(int id) {
@@ -158,14 +177,15 @@ struct model {
         CHECK(e != time_point::max(), id);
         CHECK(!(now < e), id);  // never before the expiry
         if (!w.strand) {
-          CHECK(!last_fire || !(e < *last_fire), id);  // in expiry order within a batch
-          last_fire = e;
+          const time_point l = latest(w);
+          CHECK(!last_fire || !(l < *last_fire), id);  // in order of latest time within a batch
+          last_fire = l;
           if (w.k == kind::timer_wait) {
             CHECK(w.start_seq > last_timer_start[w.owner], id);  // a timer's waits in start order
             last_timer_start[w.owner] = w.start_seq;
           } else if (w.k == kind::sleep) {
-            if (last_sleep_expiry == e) CHECK(w.start_seq > last_sleep_start, id);
-            last_sleep_expiry = e;
+            if (last_sleep_latest == l) CHECK(w.start_seq > last_sleep_start, id);
+            last_sleep_latest = l;
             last_sleep_start = w.start_seq;
           }
         }
@@ -342,6 +362,7 @@ struct run {
         else
           timers[t].emplace(ctx->get_executor(), timer_expiry[t]);
         timer_moved_from[t] = false;
+        m.timer_slack[t] = m.default_slack;
         break;
       case 1: destroy_timer(t); break;
       case 2: {  // move-construct into another slot
@@ -426,6 +447,7 @@ struct run {
       if (w.k == kind::timer_wait && w.owner == to && (w.decided || w.done())) w.owner = -1;
     timer_expiry[to] = timer_expiry[from];
     timer_expiry[from] = time_point();  // as Asio's: a moved-from timer has a default expiry
+    m.timer_slack[to] = m.timer_slack[from];  // which keeps its own
     timer_on_strand[to] = timer_on_strand[from];
     timer_moved_from[to] = false;
     timer_moved_from[from] = true;
@@ -447,6 +469,7 @@ struct run {
         deadlines[d].emplace(ctx->get_executor(), e);
         dl_moved_from[d] = false;
         m.dl_expiry[d] = e;
+        m.dl_slack[d] = m.default_slack;
         break;
       }
       case 1: destroy_deadline(d); break;
@@ -514,6 +537,7 @@ struct run {
         w.dl = -1;
     }
     m.dl_expiry[to] = m.dl_expiry[from];
+    m.dl_slack[to] = m.dl_slack[from];
     // A moved-from deadline is as if constructed from its executor alone: never (time_point::max()).
     m.dl_expiry[from] = TOCK_FUZZ_KNOWN_BUGS ? std::optional<time_point>(time_point::max()) : std::nullopt;
     dl_moved_from[to] = false;
@@ -532,10 +556,35 @@ struct run {
     dl_moved_from[d] = false;
   }
 
+  // The default slack, or a timer's or deadline's (which applies to its pending waits).
+  void slack_op(milliseconds slack) {
+    switch (in.ConsumeIntegralInRange<int>(0, 2)) {
+      case 0:
+        service().set_default_slack(slack);
+        m.default_slack = slack;
+        break;
+      case 1: {
+        const int t = in.ConsumeIntegralInRange<int>(0, n_timers - 1);
+        if (!timers[t]) break;
+        timers[t]->set_slack(slack);
+        m.timer_slack[t] = slack;
+        break;
+      }
+      default: {
+        const int d = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
+        if (!deadlines[d]) break;
+        deadlines[d]->set_slack(slack);
+        m.dl_slack[d] = slack;
+        break;
+      }
+    }
+  }
+
   void sleep_op() {
     const time_point e = pick_time();
     const int id = new_wait(kind::sleep, -1);
     m.waits[id].expiry = e;
+    m.waits[id].slack = m.default_slack;
     const int s = pick_signal();
     bind_sig(id, s);
     const std::size_t before = service().pending();
@@ -708,14 +757,12 @@ struct run {
       bool due = w.decided;
       switch (w.k) {
         case kind::timer_wait:
-        case kind::sleep: due = due || (w.expiry != time_point::max() && !(now < w.expiry)); break;
-        case kind::deadline_wait:
-          due = due || (w.owner >= 0 && m.dl_expiry[w.owner] && *m.dl_expiry[w.owner] != time_point::max() &&
-                        !(now < *m.dl_expiry[w.owner]));
-          break;
+        case kind::sleep:
+        case kind::deadline_wait: due = due || (m.latest(w) != time_point::max() && !(now < m.latest(w))); break;
         case kind::bound_read:
           due = (w.expect & (aborted | refused)) || m.buffered[w.owner] > 0 ||
-                (w.dl >= 0 && m.dl_expiry[w.dl] && !(now < *m.dl_expiry[w.dl]));
+                (w.dl >= 0 && m.dl_expiry[w.dl] &&
+                 !(now < tock::detail::latest_time(*m.dl_expiry[w.dl], time_point::duration(m.dl_slack[w.dl]))));
           break;
         case kind::timeout_read: due = (w.expect & (aborted | refused)) || m.buffered[w.owner] > 0; break;
       }
@@ -752,7 +799,10 @@ struct run {
       case 9: {
         const int c = in.ConsumeIntegralInRange<int>(0, 4);
         const std::size_t n = c == 4 ? big_capacity : static_cast<std::size_t>(c);
-        if (in.ConsumeBool()) {
+        const int what = in.ConsumeIntegralInRange<int>(0, 3);  // 1 and 0 as the bool this was before slack
+        if (what == 3) {
+          slack_op(milliseconds(c));
+        } else if (what == 1) {
           capacity = n;
           service().set_capacity(n);
         } else {

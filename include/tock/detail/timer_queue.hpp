@@ -111,15 +111,14 @@ class timer_queue {
     }
   }
 
-  // Places a sleep due at `at` that may be late by up to `slack` (>= 0): its key is latest_time(at, slack).
-  void push_sleep(sleep_entry& op, const TimePoint& at, const duration& slack = duration::zero()) noexcept {
+  // Places a sleep due at `at` that may complete as late as `latest` (latest_time(at, its slack)), its key.
+  void push_sleep(sleep_entry& op, const TimePoint& at, const TimePoint& latest) noexcept {
     if (at == TimePoint::max()) {
       park(op.node);
       ++parked_waits_;
       return;
     }
-    const TimePoint latest = latest_time(at, slack);
-    op.slack = static_cast<std::int64_t>((latest - at).count());  // as clamped: the deadline is exactly key - slack
+    op.slack = static_cast<std::int64_t>((latest - at).count());  // its deadline is exactly key - slack
     op.node.seq = next_seq_++;
     heap_.push(op.node, latest);
     ++heap_waits_;
@@ -267,7 +266,7 @@ class timer_queue {
   // timers extended lazily are re-keyed at their latest time. True if the top is then due: a sleep or a
   // timer whose deadline has passed (not only its key: see slack, timer_node.hpp rule 0). O(log N) per
   // entry it passes.
-  bool settle(const TimePoint& now) noexcept {
+  [[gnu::always_inline]] bool settle(const TimePoint& now) noexcept {
     while (!heap_.empty()) {
       const auto& top = heap_.top();
       heap_node& n = *top.node;
