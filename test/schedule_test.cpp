@@ -95,7 +95,13 @@ BOOST_AUTO_TEST_CASE(one_shot_runs_when_due_never_before_and_passes_its_result) 
   asio::io_context ctx;
   outcome<int> o;
   manual_clock::time_point ran{};
-  tock::schedule<manual_clock>(ctx.get_executor(), 10s, [&] { ran = manual_clock::now(); return 42; }, record(o));
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 10s,
+      [&] {
+        ran = manual_clock::now();
+        return 42;
+      },
+      record(o));
   const auto due = manual_clock::now() + 10s;
   advance_by(ctx, 9s);
   BOOST_CHECK_EQUAL(o.calls, 0);
@@ -113,8 +119,8 @@ BOOST_AUTO_TEST_CASE(one_shot_at_a_time_point_on_a_strand) {
   bool on_strand = false;
   std::exception_ptr seen = std::make_exception_ptr(1);
   const auto due = manual_clock::now() + 5s;
-  tock::schedule(strand, due, [&] { on_strand = strand.running_in_this_thread(); },
-                 [&](std::exception_ptr e) { seen = e; });
+  tock::schedule(
+      strand, due, [&] { on_strand = strand.running_in_this_thread(); }, [&](std::exception_ptr e) { seen = e; });
   advance_to(ctx, due);
   BOOST_CHECK(on_strand);
   BOOST_CHECK(!seen);
@@ -122,11 +128,10 @@ BOOST_AUTO_TEST_CASE(one_shot_at_a_time_point_on_a_strand) {
 
 BOOST_AUTO_TEST_CASE(one_shot_result_through_use_future) {
   asio::io_context ctx;
-  std::future<std::string> f =
-      tock::schedule<manual_clock>(ctx.get_executor(), 1s, [] { return std::string("done"); }, asio::use_future);
-  std::future<int> g =
-      tock::schedule<manual_clock>(ctx.get_executor(), 1s, []() -> int { throw std::runtime_error("boom"); },
-                                   asio::use_future);
+  std::future<std::string> f = tock::schedule<manual_clock>(
+      ctx.get_executor(), 1s, [] { return std::string("done"); }, asio::use_future);
+  std::future<int> g = tock::schedule<manual_clock>(
+      ctx.get_executor(), 1s, []() -> int { throw std::runtime_error("boom"); }, asio::use_future);
   advance_by(ctx, 1s);
   BOOST_REQUIRE(f.wait_for(0s) == std::future_status::ready);
   BOOST_CHECK_EQUAL(f.get(), "done");
@@ -142,10 +147,11 @@ BOOST_AUTO_TEST_CASE(one_shot_result_through_use_awaitable_or_rethrown) {
       ctx,
       [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
-        value = co_await tock::schedule<manual_clock>(ex, 1s, [] { return 7; }, asio::use_awaitable);
+        value = co_await tock::schedule<manual_clock>(
+            ex, 1s, [] { return 7; }, asio::use_awaitable);
         try {
-          co_await tock::schedule<manual_clock>(ex, 1s, [] { throw std::runtime_error("inner"); },
-                                                asio::use_awaitable);
+          co_await tock::schedule<manual_clock>(
+              ex, 1s, [] { throw std::runtime_error("inner"); }, asio::use_awaitable);
         } catch (const std::runtime_error& e) {
           caught = e.what();
         }
@@ -162,8 +168,10 @@ BOOST_AUTO_TEST_CASE(one_shot_result_through_use_awaitable_or_rethrown) {
 BOOST_AUTO_TEST_CASE(a_throwing_one_shot_reports_to_its_completion_and_others_run) {
   asio::io_context ctx;
   outcome<int> bad, good;
-  tock::schedule<manual_clock>(ctx.get_executor(), 1s, []() -> int { throw std::logic_error("bad"); }, record(bad));
-  tock::schedule<manual_clock>(ctx.get_executor(), 1s, [] { return 1; }, record(good));
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 1s, []() -> int { throw std::logic_error("bad"); }, record(bad));
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 1s, [] { return 1; }, record(good));
   advance_by(ctx, 1s);
   BOOST_REQUIRE_EQUAL(bad.calls, 1);
   BOOST_CHECK_EQUAL(message_of(bad.error), "bad");
@@ -178,8 +186,13 @@ BOOST_AUTO_TEST_CASE(one_shot_cancelled_through_its_slot_never_starts) {
   asio::cancellation_signal sig;
   outcome<int> o;
   bool ran = false;
-  tock::schedule<manual_clock>(ctx.get_executor(), 10s, [&] { ran = true; return 1; },
-                               asio::bind_cancellation_slot(sig.slot(), record(o)));
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 10s,
+      [&] {
+        ran = true;
+        return 1;
+      },
+      asio::bind_cancellation_slot(sig.slot(), record(o)));
   sig.emit(asio::cancellation_type::terminal);
   BOOST_CHECK(settle(ctx));  // completes at once: the wait is aborted, nothing is left
   BOOST_REQUIRE_EQUAL(o.calls, 1);
@@ -196,8 +209,13 @@ BOOST_AUTO_TEST_CASE(one_shot_cancelled_after_its_time_but_before_it_started_nev
   asio::cancellation_signal sig;
   outcome<int> o;
   bool ran = false;
-  tock::schedule<manual_clock>(host, work.get_executor(), 1s, [&] { ran = true; return 1; },
-                               asio::bind_cancellation_slot(sig.slot(), record(o)));
+  tock::schedule<manual_clock>(
+      host, work.get_executor(), 1s,
+      [&] {
+        ran = true;
+        return 1;
+      },
+      asio::bind_cancellation_slot(sig.slot(), record(o)));
   advance_by(host, 1s);
   BOOST_CHECK_EQUAL(o.calls, 0);
   sig.emit(asio::cancellation_type::total);
@@ -211,8 +229,13 @@ BOOST_AUTO_TEST_CASE(a_cancel_after_the_start_is_ignored) {
   asio::io_context ctx;
   asio::cancellation_signal sig;
   outcome<int> o;
-  tock::schedule<manual_clock>(ctx.get_executor(), 1s, [&] { sig.emit(asio::cancellation_type::terminal); return 5; },
-                               asio::bind_cancellation_slot(sig.slot(), record(o)));
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 1s,
+      [&] {
+        sig.emit(asio::cancellation_type::terminal);
+        return 5;
+      },
+      asio::bind_cancellation_slot(sig.slot(), record(o)));
   advance_by(ctx, 1s);
   BOOST_REQUIRE_EQUAL(o.calls, 1);
   BOOST_CHECK(!o.error);
@@ -301,8 +324,8 @@ BOOST_AUTO_TEST_CASE(fixed_rate_burst_runs_the_late_ones_back_to_back) {
   asio::io_context ctx;
   const auto first = manual_clock::now() + 10s;
   std::vector<manual_clock::time_point> at;
-  auto h = tock::schedule_at_fixed_rate(ctx.get_executor(), first, 10s, [&] { at.push_back(manual_clock::now()); },
-                                        missed_ticks::burst);
+  auto h = tock::schedule_at_fixed_rate(
+      ctx.get_executor(), first, 10s, [&] { at.push_back(manual_clock::now()); }, missed_ticks::burst);
   advance_to(ctx, first + 35s);  // runs for 0, 10, 20, 30 all at 35s
   BOOST_REQUIRE_EQUAL(at.size(), 4u);
   for (auto t : at) BOOST_CHECK(t == first + 35s);
@@ -418,7 +441,8 @@ BOOST_AUTO_TEST_CASE(host_shutdown_frees_the_tasks) {
     asio::io_context ctx;
     kept = tock::schedule_at_fixed_rate<manual_clock>(ctx.get_executor(), 1s, 1s, [a = alive] {});
     (void)tock::schedule_with_fixed_delay<manual_clock>(ctx.get_executor(), 1s, 1s, [a = alive] {});
-    tock::schedule<manual_clock>(ctx.get_executor(), 1s, [a = alive] {}, [a = alive](std::exception_ptr) {});
+    tock::schedule<manual_clock>(
+        ctx.get_executor(), 1s, [a = alive] {}, [a = alive](std::exception_ptr) {});
     alive.reset();
     advance_by(ctx, 1s);  // every task has run once and waits again
     BOOST_CHECK_EQUAL(kept.runs(), 1u);

@@ -79,9 +79,10 @@ template <typename Clock = void, typename Executor, typename Due, typename Fn, t
 auto schedule(asio::io_context& host, const Executor& ex, const Due& due, Fn&& fn, Token&& token) {
   using clock = typename detail::due_clock<Clock, Due>::type;
   using R = std::invoke_result_t<std::decay_t<Fn>&>;
-  static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>, "tock::schedule: R must be default-constructible");
-  return asio::async_initiate<Token, typename detail::schedule_signature<R>::type>(detail::initiate_schedule<clock>(), token, &host, ex,
-                                                detail::due_time<clock>(due), std::forward<Fn>(fn));
+  static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>,
+                "tock::schedule: R must be default-constructible");
+  return asio::async_initiate<Token, typename detail::schedule_signature<R>::type>(
+      detail::initiate_schedule<clock>(), token, &host, ex, detail::due_time<clock>(due), std::forward<Fn>(fn));
 }
 
 // The same on `ex`'s own io_context (an io_context executor, a strand of one, an any_io_executor holding one).

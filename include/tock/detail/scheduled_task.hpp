@@ -105,7 +105,8 @@ class oneshot_task {
   using handler_executor = asio::associated_executor_t<Handler, Executor>;
 
   oneshot_task(const Executor& ex, Fn fn, Handler handler)
-      : ex_(ex), fn_(std::move(fn)), handler_(std::move(handler)), work_(asio::get_associated_executor(*handler_, ex)) {}
+      : ex_(ex), fn_(std::move(fn)), handler_(std::move(handler)), work_(asio::get_associated_executor(*handler_, ex)) {
+  }
   // A task destroyed before completing (the host or executor shut down) leaves its handler's slot.
   ~oneshot_task() {
     if (in_slot_ && handler_) asio::get_associated_cancellation_slot(*handler_).clear();
