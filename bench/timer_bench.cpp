@@ -7,8 +7,9 @@
 //   timer_bench --report=CSV [--syscalls=CSV]   Markdown tables, ratios to asio, targets met or missed
 //
 // Workloads: fire churn touch memory lateness sparse threads check periodic tasks.
-// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap tock_periodic tock_tasks (not every workload applies to every
-// system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for what each measures.
+// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap tock_periodic tock_tasks (not every workload
+// applies to every system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for
+// what each measures.
 #include "bench_report.hpp"
 #include "bench_tasks.hpp"
 #include "bench_util.hpp"
@@ -68,7 +69,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_sy
       {"touch", touch_systems::names()},       {"memory", memory_systems::names()},
       {"lateness", lateness_systems::names()}, {"sparse", sparse_systems::names()},
       {"threads", threads_systems::names()},   {"check", check_systems::names()},
-      {"periodic", periodic_systems::names()},  {"tasks", tasks_systems::names()},
+      {"periodic", periodic_systems::names()}, {"tasks", tasks_systems::names()},
   };
   return v;
 }
@@ -138,7 +139,8 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
       r.ns_per_op = median_of(repeats, [&] { return periodic<S>(n, ops, r.allocs_per_op); });
     });
   } else if (w == "tasks") {
-    tasks_systems::with(s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return tasks<S>(n, ops, r.allocs_per_op); }); });
+    tasks_systems::with(
+        s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return tasks<S>(n, ops, r.allocs_per_op); }); });
   } else if (w == "check") {
     check_systems::with(s, []<typename S>() { check_idle<S>(); });
   }
