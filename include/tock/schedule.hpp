@@ -3,12 +3,13 @@
 //
 // A task is one block (std::make_shared): its function, a basic_timer on the *host* io_context (the one
 // whose timer service keeps the due time; for an io_context executor or a strand of one, its own context),
-// and a mutex. A run flows: the timer's wait completes on the host context -> a runner is posted to the
-// task's executor -> under the task's mutex it checks that the task was not cancelled and marks it started
-// or running -> the function runs without the lock -> (periodic) under the lock again it computes the next
-// due time and waits again. Every call on the timer is made under the task's mutex, since a timer object is
-// not thread-safe, so cancel() may come from any thread; and because the "not cancelled -> start" check
-// takes the same mutex, a cancel that returned before a run started means that run never starts. Only one
+// and a mutex. A run flows: the timer's wait completes on the host context -> a runner is dispatched to the
+// task's executor (run in place, inside the host's run(), when that is the host's own executor; posted
+// otherwise, to a strand or a pool, in tock's recycled operation memory) -> under the task's mutex it checks that the
+// task was not cancelled and marks it started or running -> the function runs without the lock -> (periodic) under the
+// lock again it computes the next due time and waits again. Every call on the timer is made under the task's mutex,
+// since a timer object is not thread-safe, so cancel() may come from any thread; and because the "not cancelled ->
+// start" check takes the same mutex, a cancel that returned before a run started means that run never starts. Only one
 // wait or runner of a task exists at a time: two runs of one task never overlap.
 //
 // The host context must outlive the task: destroy the handles, and let the executor run or drop what was
@@ -72,7 +73,7 @@ class task_handle {
 // run), the exception fn threw, or system_error(operation_aborted) if the token's cancellation slot was
 // emitted (any type) before fn started, in which case fn never starts. The handler runs on its associated
 // executor (default `ex`), which holds outstanding work meanwhile. O(log N); one allocation (the task)
-// plus the wait's and the post's recycled memory. Thread-safe. Throws std::bad_alloc, nothing scheduled.
+// plus the wait's (and a post's) recycled memory. Thread-safe. Throws std::bad_alloc, nothing scheduled.
 // Emit the slot where Asio requires (not concurrently with the completion: on a strand if `ex` has threads).
 template <typename Clock = void, typename Executor, typename Due, typename Fn, typename Token,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
@@ -96,7 +97,7 @@ auto schedule(const Executor& ex, const Due& due, Fn&& fn, Token&& token) {
 // is due at first + n * period; `policy` says what happens to the runs due while one was late or running
 // (skip: the next run is the first grid point not before now, the others count as missed; burst: they run
 // back to back; delay: as schedule_with_fixed_delay). Never two runs at once. Throws std::invalid_argument
-// if period <= 0, std::bad_alloc. One allocation; none per run (the wait's and the post's memory is
+// if period <= 0, std::bad_alloc. One allocation; none per run (the wait's and a post's memory is
 // recycled per thread). O(log N) per run. Thread-safe. Dropping the handle does not cancel the task.
 template <typename Clock = void, typename Executor, typename Due, typename Rep, typename Period, typename Fn,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>

@@ -6,6 +6,7 @@
 #include <tock/async_sleep.hpp>
 #include <tock/basic_timer.hpp>
 #include <tock/detail/io_context_of.hpp>
+#include <tock/detail/op_memory.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/periodic_timer.hpp>
 
@@ -97,7 +98,7 @@ struct run_result<void> {
   }
 };
 
-// --- One-shot: the state shared by the timer's wait, the runner posted to the executor, and the slot.
+// --- One-shot: the state shared by the timer's wait, the runner on the executor, and the slot.
 template <typename Clock, typename Executor, typename Fn, typename Handler>
 class oneshot_task {
  public:
@@ -140,7 +141,8 @@ class oneshot_task {
     }
   };
 
-  // The timer's wait, on the host context: the timer is done with; the runner decides on the executor.
+  // The timer's wait, on the host context: the timer is done with; the runner (whose post takes tock's
+  // operation cache, as the periodic runner's) decides on the executor.
   struct waiter {
     std::shared_ptr<oneshot_task> task;
     void operator()(const error_code&) {
@@ -150,11 +152,13 @@ class oneshot_task {
         t->timer_.reset();
       }
       const Executor ex = t->ex_;
-      asio::post(ex, runner{std::move(t)});
+      asio::dispatch(ex, runner{std::move(t)});  // in place on the host's own executor, else posted
     }
   };
 
   struct runner {
+    using allocator_type = op_allocator<void>;  // as periodic_task::runner
+    allocator_type get_allocator() const noexcept { return {}; }
     std::shared_ptr<oneshot_task> task;
     void operator()() {
       const std::shared_ptr<oneshot_task> t = std::move(task);
@@ -292,11 +296,16 @@ class periodic_task final : public task_control {
       std::shared_ptr<periodic_task> t = std::move(task);
       if (ec) return;  // aborted by stop_locked()
       const Executor ex = t->ex_;
-      asio::post(ex, runner{std::move(t)});  // recycled memory: the runner has no allocator of its own
+      asio::dispatch(ex, runner{std::move(t)});  // in place on the host's own executor, else posted
     }
   };
 
+  // When posted (a foreign executor), it takes tock's per-thread operation cache, not Asio's recycling allocator (two
+  // blocks a thread): when a batch of waits fires, each wait's freed operation is taken back by its runner's post, and
+  // each runner's by the next wait, so that a batch of any size allocates nothing.
   struct runner {
+    using allocator_type = op_allocator<void>;
+    allocator_type get_allocator() const noexcept { return {}; }
     std::shared_ptr<periodic_task> task;
     runner(std::shared_ptr<periodic_task> t) noexcept : task(std::move(t)) {}
     runner(runner&&) = default;
@@ -392,7 +401,7 @@ class periodic_task final : public task_control {
   duration period_;
   missed_ticks policy_;
   bool fixed_delay_;
-  bool lost_ = false;                   // under mutex_
+  bool lost_ = false;  // under mutex_
   std::atomic<std::thread::id> arming_;  // the thread inside arm_locked's async_wait
 };
 
