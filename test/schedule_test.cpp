@@ -8,6 +8,7 @@
 #include <tock/schedule.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -251,6 +252,36 @@ BOOST_AUTO_TEST_CASE(one_shot_on_a_thread_pool_with_a_host_context) {
   BOOST_REQUIRE(f.wait_for(10s) == std::future_status::ready);
   BOOST_CHECK(f.get());
   pool.join();
+}
+
+BOOST_AUTO_TEST_CASE(one_shot_completes_on_the_handlers_associated_executor) {
+  asio::io_context ctx;
+  auto strand = asio::make_strand(ctx);
+  bool on_strand = false;
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 1s, [] { return 3; },
+      asio::bind_executor(strand, [&](std::exception_ptr, int) { on_strand = strand.running_in_this_thread(); }));
+  advance_by(ctx, 1s);
+  BOOST_CHECK(on_strand);
+}
+
+BOOST_AUTO_TEST_CASE(a_periodic_task_on_a_thread_pool_with_a_host_context) {
+  asio::io_context host;
+  asio::thread_pool pool(2);
+  std::atomic<int> runs{0}, off_pool{0};
+  auto h = tock::schedule_with_fixed_delay<manual_clock>(host, pool.get_executor(), 1s, 1s, [&] {
+    off_pool += !pool.get_executor().running_in_this_thread();
+    ++runs;
+  });
+  for (int i = 1; i <= 3; ++i) {
+    advance_by(host, 1s);  // the host fires and posts the run to the pool; the run then waits again
+    BOOST_REQUIRE(eventually([&] { return h.runs() == std::uint64_t(i); }));
+  }
+  BOOST_CHECK(h.cancel());
+  pool.join();
+  BOOST_CHECK(settle(host));
+  BOOST_CHECK_EQUAL(runs.load(), 3);
+  BOOST_CHECK_EQUAL(off_pool.load(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(fixed_rate_runs_on_the_grid) {
