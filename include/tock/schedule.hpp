@@ -4,18 +4,18 @@
 // A task is one block (std::make_shared): its function, a basic_timer on the *host* io_context (the one
 // whose timer service keeps the due time; for an io_context executor or a strand of one, its own context),
 // and a mutex. A run flows: the timer's wait completes on the host context -> a runner is dispatched to the
-// task's executor (run in place, inside the host's run(), when that is the host's own executor; posted
-// otherwise, to a strand or a pool, in tock's recycled operation memory) -> under the task's mutex it checks that the
-// task was not cancelled and marks it started or running -> the function runs without the lock -> (periodic) under the
-// lock again it computes the next due time and waits again. Every call on the timer is made under the task's mutex,
-// since a timer object is not thread-safe, so cancel() may come from any thread; and because the "not cancelled ->
-// start" check takes the same mutex, a cancel that returned before a run started means that run never starts. Only one
-// wait or runner of a task exists at a time: two runs of one task never overlap.
+// task's executor (called in place, inside the host's run(), when that is the host's own executor; else
+// posted, to a strand or a pool, in tock's recycled operation memory) -> under the task's mutex it checks
+// that the task was not cancelled and marks it started -> the function runs without the lock -> (periodic)
+// under the lock again it computes the next due time and waits again. Every call on the timer is made under
+// the task's mutex, since a timer object is not thread-safe, so cancel() may come from any thread; and since
+// the "not cancelled -> start" check takes the same mutex, a cancel that returned before a run started means
+// that run never starts. A task has one wait or one runner at a time: two runs of one task never overlap.
 //
-// The host context must outlive the task: destroy the handles, and let the executor run or drop what was
-// posted to it, before the host context goes (as with any Asio I/O object). When the host context shuts
-// down, the pending wait is destroyed (Asio's rule): a periodic task stops and its timer is released, a
-// one-shot's handler is destroyed without being called.
+// The host context must outlive the runs: join a pool (or drop what was posted to the executor) before
+// destroying the host. When the host context shuts down, the pending wait is destroyed (Asio's rule): a
+// periodic task stops and releases its timer then, so its handle may outlive the context (its queries stay
+// valid); a one-shot's handler is destroyed without being called.
 #ifndef TOCK_SCHEDULE_HPP
 #define TOCK_SCHEDULE_HPP
 
