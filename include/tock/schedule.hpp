@@ -5,9 +5,9 @@
 // whose timer service keeps the due time; for an io_context executor or a strand of one, its own context),
 // and a mutex. A run flows: the timer's wait completes on the host context -> a runner is dispatched to the
 // task's executor (called in place, inside the host's run(), when that is the host's own executor; else
-// posted, to a strand or a pool, in tock's recycled operation memory) -> under the task's mutex it checks
-// that the task was not cancelled and marks it started -> the function runs without the lock -> (periodic)
-// under the lock again it computes the next due time and waits again. Every call on the timer is made under
+// posted, to a strand or a pool; a periodic task's wait and post take turns in one block of its own) -> under the
+// task's mutex it checks that the task was not cancelled and marks it started -> the function runs without the lock ->
+// (periodic) under the lock again it computes the next due time and waits again. Every call on the timer is made under
 // the task's mutex, since a timer object is not thread-safe, so cancel() may come from any thread; and since
 // the "not cancelled -> start" check takes the same mutex, a cancel that returned before a run started means
 // that run never starts. A task has one wait or one runner at a time: two runs of one task never overlap.
@@ -97,8 +97,8 @@ auto schedule(const Executor& ex, const Due& due, Fn&& fn, Token&& token) {
 // is due at first + n * period; `policy` says what happens to the runs due while one was late or running
 // (skip: the next run is the first grid point not before now, the others count as missed; burst: they run
 // back to back; delay: as schedule_with_fixed_delay). Never two runs at once. Throws std::invalid_argument
-// if period <= 0, std::bad_alloc. One allocation; none per run (the wait's and a post's memory is
-// recycled per thread). O(log N) per run. Thread-safe. Dropping the handle does not cancel the task.
+// if period <= 0, std::bad_alloc. One allocation; none per run, on any executor (the wait and the post
+// take turns in a block inside the task). O(log N) per run. Thread-safe. Dropping the handle does not cancel the task.
 template <typename Clock = void, typename Executor, typename Due, typename Rep, typename Period, typename Fn,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
 [[nodiscard]] task_handle schedule_at_fixed_rate(asio::io_context& host, const Executor& ex, const Due& initial,

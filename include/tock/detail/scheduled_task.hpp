@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -225,6 +226,52 @@ class initiate_schedule {
   }
 };
 
+// One block that a periodic task's wait and its runner's post take in turn. A task has one or the other at
+// a time, and each is freed before the next is allocated (tock and Asio free an operation before its
+// upcall), so a run allocates nothing whichever threads run the host and the executor (a per-thread cache
+// would not do: on a pool, memory taken on one thread is freed on the other). A larger request, or one
+// while the block is taken, goes to tock's per-thread cache. Used by one thread at a time, in turn.
+class run_memory {
+ public:
+  void* allocate(std::size_t bytes) {
+    if (bytes > sizeof(block_) || busy_) return op_memory::allocate(bytes);
+    busy_ = true;
+    return block_;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept {
+    if (p == block_)
+      busy_ = false;
+    else
+      op_memory::deallocate(p, bytes);
+  }
+
+ private:
+  alignas(std::max_align_t) unsigned char block_[128];
+  bool busy_ = false;
+};
+
+template <typename T>
+class run_allocator {
+ public:
+  using value_type = T;
+  explicit run_allocator(run_memory& m) noexcept : memory_(&m) {}
+  template <typename U>
+  run_allocator(const run_allocator<U>& other) noexcept : memory_(other.memory()) {}
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= alignof(std::max_align_t), "tock: an over-aligned operation");
+    return static_cast<T*>(memory_->allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { memory_->deallocate(p, n * sizeof(T)); }
+  run_memory* memory() const noexcept { return memory_; }
+  template <typename U>
+  bool operator==(const run_allocator<U>& other) const noexcept {
+    return memory_ == other.memory();
+  }
+
+ private:
+  run_memory* memory_;
+};
+
 // --- Periodic: what a task_handle sees, whatever the task's types.
 class task_control {
  public:
@@ -286,6 +333,8 @@ class periodic_task final : public task_control {
   // The timer's wait, on the host context. Destroyed unrun (the host shut down, or inside a failed
   // async_wait), it stops the task.
   struct waiter {
+    using allocator_type = run_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(task->memory_); }
     std::shared_ptr<periodic_task> task;
     waiter(std::shared_ptr<periodic_task> t) noexcept : task(std::move(t)) {}
     waiter(waiter&&) = default;
@@ -300,13 +349,10 @@ class periodic_task final : public task_control {
     }
   };
 
-  // When posted (a strand, a pool), it takes tock's per-thread operation cache (128 KiB a thread) rather
-  // than Asio's recycling allocator (two blocks a thread), so that a batch of up to a few thousand runs
-  // fired together allocates nothing. Memory taken on one thread and freed on another (a pool's) is not
-  // recycled for the first: a run posted across threads costs a malloc.
+  // Posted (to a strand, a pool) in the task's run_memory, as the wait.
   struct runner {
-    using allocator_type = op_allocator<void>;
-    allocator_type get_allocator() const noexcept { return {}; }
+    using allocator_type = run_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(task->memory_); }
     std::shared_ptr<periodic_task> task;
     runner(std::shared_ptr<periodic_task> t) noexcept : task(std::move(t)) {}
     runner(runner&&) = default;
@@ -404,6 +450,7 @@ class periodic_task final : public task_control {
   bool fixed_delay_;
   bool lost_ = false;  // under mutex_
   std::atomic<std::thread::id> arming_;  // the thread inside arm_locked's async_wait
+  run_memory memory_;                   // the wait's and the runner's, in turn
 };
 
 template <typename Clock, typename Executor, typename Fn, typename Due, typename Rep, typename Period>
