@@ -39,10 +39,11 @@
 namespace tock {
 namespace detail {
 
+// Whether a due time is a delay (any std::chrono::duration) rather than a time point.
 template <typename T>
-inline constexpr bool is_duration_v = false;
+inline constexpr bool is_delay_v = false;
 template <typename Rep, typename Period>
-inline constexpr bool is_duration_v<std::chrono::duration<Rep, Period>> = true;
+inline constexpr bool is_delay_v<std::chrono::duration<Rep, Period>> = true;
 
 // The clock a task is timed on: the one named, else a due time point's own clock, else steady_clock.
 template <typename Clock, typename Due>
@@ -61,7 +62,7 @@ struct due_clock<void, std::chrono::time_point<C, D>> {
 // A delay from now (saturating) or a time point of the task's clock.
 template <typename Clock, typename Due>
 typename Clock::time_point due_time(const Due& due) {
-  if constexpr (is_duration_v<Due>) {
+  if constexpr (is_delay_v<Due>) {
     return saturating_add(Clock::now(), due);
   } else {
     static_assert(std::is_same_v<typename Due::clock, Clock>, "tock: the due time is on another clock than the task");
