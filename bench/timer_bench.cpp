@@ -6,10 +6,12 @@
 //   timer_bench --header               the CSV header
 //   timer_bench --report=CSV [--syscalls=CSV]   Markdown tables, ratios to asio, targets met or missed
 //
-// Workloads: fire churn touch memory lateness sparse threads check periodic.
-// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap tock_periodic (not every workload applies to every
-// system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for what each measures.
+// Workloads: fire churn touch memory lateness sparse threads check periodic tasks.
+// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap tock_periodic tock_tasks (not every workload
+// applies to every system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for
+// what each measures.
 #include "bench_report.hpp"
+#include "bench_tasks.hpp"
 #include "bench_util.hpp"
 #include "bench_workloads.hpp"
 
@@ -59,6 +61,7 @@ using sparse_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, toc
 using threads_systems = systems<asio_timers, tock_timers>;
 using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog>;
 using periodic_systems = systems<asio_periodic, tock_periodic>;
+using tasks_systems = systems<asio_tasks, tock_tasks>;
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_systems() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> v = {
@@ -66,7 +69,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_sy
       {"touch", touch_systems::names()},       {"memory", memory_systems::names()},
       {"lateness", lateness_systems::names()}, {"sparse", sparse_systems::names()},
       {"threads", threads_systems::names()},   {"check", check_systems::names()},
-      {"periodic", periodic_systems::names()},
+      {"periodic", periodic_systems::names()}, {"tasks", tasks_systems::names()},
   };
   return v;
 }
@@ -135,6 +138,9 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
     periodic_systems::with(s, [&]<typename S>() {
       r.ns_per_op = median_of(repeats, [&] { return periodic<S>(n, ops, r.allocs_per_op); });
     });
+  } else if (w == "tasks") {
+    tasks_systems::with(
+        s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return tasks<S>(n, ops, r.allocs_per_op); }); });
   } else if (w == "check") {
     check_systems::with(s, []<typename S>() { check_idle<S>(); });
   }
@@ -158,7 +164,7 @@ void list(bool quick) {
         std::printf("%s --n=100000 --repeats=%d\n", head.c_str(), quick ? 1 : 5);
       } else if (w == "sparse") {
         std::printf("%s --n=10000 --repeats=%d\n", head.c_str(), quick ? 1 : 7);
-      } else if (w == "periodic") {
+      } else if (w == "periodic" || w == "tasks") {
         std::printf("%s --n=1000 --repeats=%d%s\n", head.c_str(), quick ? 1 : 3, ops.c_str());
       } else if (w == "threads") {
         std::printf("%s --n=%d --repeats=%d\n", head.c_str(), quick ? 200000 : 1000000, quick ? 1 : 3);

@@ -8,6 +8,7 @@
 #include <tock/error.hpp>
 #include <tock/manual_clock.hpp>
 #include <tock/periodic_timer.hpp>
+#include <tock/schedule.hpp>
 #include <tock/timeout.hpp>
 #include <tock/timer.hpp>
 #include <tock/timer_service.hpp>

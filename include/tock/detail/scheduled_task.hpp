@@ -1,0 +1,472 @@
+// tock/detail/scheduled_task.hpp: the state of a task run by tock::schedule and its periodic forms (see
+// tock/schedule.hpp for how a run flows and why every timer call is under the task's mutex).
+#ifndef TOCK_DETAIL_SCHEDULED_TASK_HPP
+#define TOCK_DETAIL_SCHEDULED_TASK_HPP
+
+#include <tock/async_sleep.hpp>
+#include <tock/basic_timer.hpp>
+#include <tock/detail/io_context_of.hpp>
+#include <tock/detail/op_memory.hpp>
+#include <tock/detail/time_arith.hpp>
+#include <tock/periodic_timer.hpp>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/wait_traits.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace tock {
+namespace detail {
+
+// Whether a due time is a delay (any std::chrono::duration) rather than a time point.
+template <typename T>
+inline constexpr bool is_delay_v = false;
+template <typename Rep, typename Period>
+inline constexpr bool is_delay_v<std::chrono::duration<Rep, Period>> = true;
+
+// The clock a task is timed on: the one named, else a due time point's own clock, else steady_clock.
+template <typename Clock, typename Due>
+struct due_clock {
+  using type = Clock;
+};
+template <typename Due>
+struct due_clock<void, Due> {
+  using type = std::chrono::steady_clock;
+};
+template <typename C, typename D>
+struct due_clock<void, std::chrono::time_point<C, D>> {
+  using type = C;
+};
+
+// A delay from now (saturating) or a time point of the task's clock.
+template <typename Clock, typename Due>
+typename Clock::time_point due_time(const Due& due) {
+  if constexpr (is_delay_v<Due>) {
+    return saturating_add(Clock::now(), due);
+  } else {
+    static_assert(std::is_same_v<typename Due::clock, Clock>, "tock: the due time is on another clock than the task");
+    return to_clock_time_point(due);
+  }
+}
+
+template <typename Clock>
+using task_timer = basic_timer<Clock, asio::wait_traits<Clock>, asio::io_context::executor_type>;
+
+// Calls `fn` and returns its result with the exception it threw (and a default result), as co_spawn reports.
+template <typename R>
+struct run_result {
+  std::exception_ptr error;
+  R value{};
+  template <typename Fn>
+  void run(Fn& fn) {
+    try {
+      value = fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+};
+template <>
+struct run_result<void> {
+  std::exception_ptr error;
+  template <typename Fn>
+  void run(Fn& fn) {
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+};
+
+// --- One-shot: the state shared by the timer's wait, the runner on the executor, and the slot.
+template <typename Clock, typename Executor, typename Fn, typename Handler>
+class oneshot_task {
+ public:
+  using result_type = std::invoke_result_t<Fn&>;
+  using handler_executor = asio::associated_executor_t<Handler, Executor>;
+
+  oneshot_task(const Executor& ex, Fn fn, Handler handler)
+      : ex_(ex), fn_(std::move(fn)), handler_(std::move(handler)), work_(asio::get_associated_executor(*handler_, ex)) {
+  }
+  // A task destroyed before completing (the host or executor shut down) leaves its handler's slot.
+  ~oneshot_task() {
+    if (in_slot_ && handler_) asio::get_associated_cancellation_slot(*handler_).clear();
+  }
+  oneshot_task(const oneshot_task&) = delete;
+  oneshot_task& operator=(const oneshot_task&) = delete;
+
+  // Hooks the handler's slot and starts the wait; throws (std::bad_alloc) with the handler destroyed.
+  static void start(const std::shared_ptr<oneshot_task>& self, asio::io_context& host,
+                    const typename Clock::time_point& t) {
+    oneshot_task& s = *self;
+    std::lock_guard<std::mutex> lock(s.mutex_);
+    s.timer_.emplace(host.get_executor(), t);
+    auto slot = asio::get_associated_cancellation_slot(*s.handler_);
+    if (slot.is_connected()) slot.template emplace<slot_handler>(&s);
+    s.timer_->async_wait(waiter{self});
+  }
+
+ private:
+  // In the handler's slot while the task may still be cancelled; tells the task whether it is there.
+  struct slot_handler {
+    oneshot_task* task;
+    explicit slot_handler(oneshot_task* t) noexcept : task(t) { task->in_slot_ = true; }
+    ~slot_handler() { task->in_slot_ = false; }
+    void operator()(asio::cancellation_type type) {
+      if (type == asio::cancellation_type::none) return;
+      std::lock_guard<std::mutex> lock(task->mutex_);
+      if (task->started_ || task->cancelled_) return;
+      task->cancelled_ = true;
+      if (task->timer_) task->timer_->cancel();  // else the runner is queued: it will see cancelled_
+    }
+  };
+
+  // The timer's wait, on the host context: the timer is done with; the runner (whose post takes tock's
+  // operation cache, as the periodic runner's) decides on the executor.
+  struct waiter {
+    std::shared_ptr<oneshot_task> task;
+    void operator()(const error_code&) {
+      std::shared_ptr<oneshot_task> t = std::move(task);
+      {
+        std::lock_guard<std::mutex> lock(t->mutex_);
+        t->timer_.reset();
+      }
+      const Executor ex = t->ex_;
+      asio::dispatch(ex, runner{std::move(t)});  // in place on the host's own executor, else posted
+    }
+  };
+
+  struct runner {
+    using allocator_type = op_allocator<void>;  // as periodic_task::runner
+    allocator_type get_allocator() const noexcept { return {}; }
+    std::shared_ptr<oneshot_task> task;
+    void operator()() {
+      const std::shared_ptr<oneshot_task> t = std::move(task);
+      run_result<result_type> r;
+      {
+        std::lock_guard<std::mutex> lock(t->mutex_);
+        if (t->cancelled_)
+          r.error = std::make_exception_ptr(boost::system::system_error(asio::error::operation_aborted));
+        else
+          t->started_ = true;
+      }
+      if (!r.error) r.run(t->fn_);
+      t->complete(std::move(r));
+    }
+  };
+
+  // Leaves the slot and dispatches the handler to its executor (by default the task's), as co_spawn does.
+  void complete(run_result<result_type>&& r) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (in_slot_) asio::get_associated_cancellation_slot(*handler_).clear();
+    }
+    Handler h = std::move(*handler_);
+    handler_.reset();
+    auto work = std::move(*work_);
+    work_.reset();
+    if constexpr (std::is_void_v<result_type>) {
+      asio::dispatch(work.get_executor(), [h = std::move(h), e = r.error]() mutable { std::move(h)(e); });
+    } else {
+      asio::dispatch(work.get_executor(), [h = std::move(h), e = r.error, v = std::move(r.value)]() mutable {
+        std::move(h)(e, std::move(v));
+      });
+    }
+  }
+
+  std::mutex mutex_;
+  bool cancelled_ = false, started_ = false, in_slot_ = false;  // under mutex_ (in_slot_: see slot_handler)
+  std::optional<task_timer<Clock>> timer_;                      // until the wait completes
+  Executor ex_;
+  Fn fn_;
+  std::optional<Handler> handler_;
+  std::optional<asio::executor_work_guard<handler_executor>> work_;
+};
+
+// What a one-shot completes with, as co_spawn: void(std::exception_ptr, R), or void(std::exception_ptr).
+template <typename R>
+struct schedule_signature {
+  using type = void(std::exception_ptr, R);
+};
+template <>
+struct schedule_signature<void> {
+  using type = void(std::exception_ptr);
+};
+
+template <typename Clock>
+class initiate_schedule {
+ public:
+  template <typename Handler, typename Executor, typename Fn>
+  void operator()(Handler&& handler, asio::io_context* host, const Executor& ex, const typename Clock::time_point& t,
+                  Fn&& fn) const {
+    using task = oneshot_task<Clock, Executor, std::decay_t<Fn>, std::decay_t<Handler>>;
+    const auto s = std::make_shared<task>(ex, std::forward<Fn>(fn), std::forward<Handler>(handler));
+    task::start(s, *host, t);
+  }
+};
+
+// One block that a periodic task's wait and its runner's post take in turn. A task has one or the other at
+// a time, and each is freed before the next is allocated (tock and Asio free an operation before its
+// upcall), so a run allocates nothing whichever threads run the host and the executor (a per-thread cache
+// would not do: on a pool, memory taken on one thread is freed on the other). A larger request, or one
+// while the block is taken, goes to tock's per-thread cache. Used by one thread at a time, in turn.
+class run_memory {
+ public:
+  void* allocate(std::size_t bytes) {
+    if (bytes > sizeof(block_) || busy_) return op_memory::allocate(bytes);
+    busy_ = true;
+    return block_;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept {
+    if (p == block_)
+      busy_ = false;
+    else
+      op_memory::deallocate(p, bytes);
+  }
+
+ private:
+  alignas(std::max_align_t) unsigned char block_[128];
+  bool busy_ = false;
+};
+
+template <typename T>
+class run_allocator {
+ public:
+  using value_type = T;
+  explicit run_allocator(run_memory& m) noexcept : memory_(&m) {}
+  template <typename U>
+  run_allocator(const run_allocator<U>& other) noexcept : memory_(other.memory()) {}
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= alignof(std::max_align_t), "tock: an over-aligned operation");
+    return static_cast<T*>(memory_->allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { memory_->deallocate(p, n * sizeof(T)); }
+  run_memory* memory() const noexcept { return memory_; }
+  template <typename U>
+  bool operator==(const run_allocator<U>& other) const noexcept {
+    return memory_ == other.memory();
+  }
+
+ private:
+  run_memory* memory_;
+};
+
+// --- Periodic: what a task_handle sees, whatever the task's types.
+class task_control {
+ public:
+  virtual ~task_control() = default;
+
+  bool cancel() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!scheduled_) return false;
+    stop_locked();
+    return true;
+  }
+  bool scheduled() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return scheduled_;
+  }
+  std::uint64_t runs() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return runs_;
+  }
+  std::uint64_t missed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return missed_;
+  }
+  std::exception_ptr error() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
+  }
+
+ protected:
+  // No more runs: releases the timer (aborting its wait). Under mutex_.
+  virtual void stop_locked() noexcept = 0;
+
+  mutable std::mutex mutex_;
+  bool scheduled_ = true;
+  std::uint64_t runs_ = 0, missed_ = 0;
+  std::exception_ptr error_;
+};
+
+// A periodic task. Run n is due at origin_ + n * period_ (by multiplication: no drift). Fixed rate moves n
+// by the policy after each run; fixed delay starts the grid over at the end of each run.
+template <typename Clock, typename Executor, typename Fn>
+class periodic_task final : public task_control {
+  using time_point = typename Clock::time_point;
+  using duration = typename Clock::duration;
+
+ public:
+  periodic_task(const Executor& ex, Fn fn, const time_point& first, const duration& period, missed_ticks policy,
+                bool fixed_delay)
+      : ex_(ex), fn_(std::move(fn)), origin_(first), period_(period), policy_(policy), fixed_delay_(fixed_delay) {}
+
+  // Starts the first wait; throws (std::bad_alloc) with the task stopped.
+  static void start(const std::shared_ptr<periodic_task>& self, asio::io_context& host) {
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->timer_.emplace(host.get_executor());
+    if (auto e = self->arm_locked(self)) std::rethrow_exception(e);
+  }
+
+ private:
+  // The timer's wait, on the host context. Destroyed unrun (the host shut down, or inside a failed
+  // async_wait), it stops the task.
+  struct waiter {
+    using allocator_type = run_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(task->memory_); }
+    std::shared_ptr<periodic_task> task;
+    waiter(std::shared_ptr<periodic_task> t) noexcept : task(std::move(t)) {}
+    waiter(waiter&&) = default;
+    ~waiter() {
+      if (task) task->dropped();
+    }
+    void operator()(const error_code& ec) {
+      std::shared_ptr<periodic_task> t = std::move(task);
+      if (ec) return;  // aborted by stop_locked()
+      const Executor ex = t->ex_;
+      asio::dispatch(ex, runner{std::move(t)});  // in place on the host's own executor, else posted
+    }
+  };
+
+  // Posted (to a strand, a pool) in the task's run_memory, as the wait.
+  struct runner {
+    using allocator_type = run_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(task->memory_); }
+    std::shared_ptr<periodic_task> task;
+    runner(std::shared_ptr<periodic_task> t) noexcept : task(std::move(t)) {}
+    runner(runner&&) = default;
+    ~runner() {
+      if (task) task->dropped();  // the executor was shut down (or the post failed)
+    }
+    void operator()() {
+      const std::shared_ptr<periodic_task> t = std::move(task);
+      {
+        std::lock_guard<std::mutex> lock(t->mutex_);
+        if (!t->scheduled_) return;
+      }
+      run_result<void> r;
+      r.run(t->fn_);
+      std::lock_guard<std::mutex> lock(t->mutex_);
+      ++t->runs_;
+      if (r.error) {
+        t->error_ = r.error;
+        if (t->scheduled_) t->stop_locked();
+      } else if (t->scheduled_) {
+        t->advance_locked();
+        if (auto e = t->arm_locked(t)) t->error_ = e;
+      }
+    }
+  };
+
+  // The time of run next_ on the grid (time_point::max() once it leaves the clock's range).
+  time_point due_locked() const noexcept {
+    typename duration::rep offset;
+    if (next_ > std::uint64_t(std::numeric_limits<typename duration::rep>::max()) ||
+        __builtin_mul_overflow(period_.count(), static_cast<typename duration::rep>(next_), &offset))
+      return time_point::max();
+    return saturating_add(origin_, duration(offset));
+  }
+
+  // A run has finished: moves to the next run. Skip: the first grid point not before now, counting the
+  // points passed over as missed; burst: the next point, however late; delay (and fixed delay): one period
+  // from now.
+  void advance_locked() noexcept {
+    const time_point now = Clock::now();
+    if (fixed_delay_ || policy_ == missed_ticks::delay) {
+      origin_ = now;
+      next_ = 1;
+    } else if (policy_ == missed_ticks::burst) {
+      ++next_;
+    } else {
+      const duration late = saturating_sub(now, origin_);
+      std::uint64_t at = 0;  // the index of the first grid point not before now
+      if (late > duration::zero())
+        at = static_cast<std::uint64_t>(late / period_) + (late % period_ != duration::zero() ? 1 : 0);
+      const std::uint64_t n = at > next_ + 1 ? at : next_ + 1;
+      missed_ += n - next_ - 1;
+      next_ = n;
+    }
+  }
+
+  // Waits for run next_. Returns the exception of a failed start, the task then stopped.
+  std::exception_ptr arm_locked(const std::shared_ptr<periodic_task>& self) noexcept {
+    std::exception_ptr e;
+    timer_->expires_at(due_locked());
+    arming_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    try {
+      timer_->async_wait(waiter(self));
+    } catch (...) {
+      e = std::current_exception();
+    }
+    arming_.store(std::thread::id(), std::memory_order_relaxed);
+    if (e || std::exchange(lost_, false)) stop_locked();
+    return e;
+  }
+
+  // A waiter or runner was destroyed unrun. Inside arm_locked (the wait's start destroyed it: failed, or
+  // the host is shut down) the lock is already held, and arm_locked stops the task; else stop it here.
+  void dropped() noexcept {
+    if (arming_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+      lost_ = true;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (scheduled_) stop_locked();
+  }
+
+  void stop_locked() noexcept override {
+    scheduled_ = false;
+    timer_.reset();  // a pending wait completes with operation_aborted, from the host's run()
+  }
+
+  std::optional<task_timer<Clock>> timer_;  // while scheduled; used under mutex_ only
+  Executor ex_;
+  Fn fn_;  // called by the runner only, one run at a time
+  time_point origin_;
+  std::uint64_t next_ = 0;
+  duration period_;
+  missed_ticks policy_;
+  bool fixed_delay_;
+  bool lost_ = false;  // under mutex_
+  std::atomic<std::thread::id> arming_;  // the thread inside arm_locked's async_wait
+  run_memory memory_;                   // the wait's and the runner's, in turn
+};
+
+template <typename Clock, typename Executor, typename Fn, typename Due, typename Rep, typename Period>
+std::shared_ptr<task_control> start_periodic(asio::io_context& host, const Executor& ex, const Due& initial,
+                                             const std::chrono::duration<Rep, Period>& period, Fn&& fn,
+                                             missed_ticks policy, bool fixed_delay) {
+  const auto p = saturating_cast<typename Clock::duration>(period);
+  if (!(p > Clock::duration::zero())) throw std::invalid_argument("tock: a periodic task's period must be positive");
+  using task = periodic_task<Clock, Executor, std::decay_t<Fn>>;
+  const auto s = std::make_shared<task>(ex, std::forward<Fn>(fn), due_time<Clock>(initial), p, policy, fixed_delay);
+  task::start(s, host);
+  return s;
+}
+
+}  // namespace detail
+}  // namespace tock
+
+#endif
