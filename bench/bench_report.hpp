@@ -74,12 +74,14 @@ inline const char* system_label(const std::string& s) {
   if (s == "watchdog") return "watchdog (asio)";
   if (s == "heap") return "bare heap (floor)";
   if (s == "tock_periodic") return "tock::periodic_timer";
+  if (s == "tock_tasks") return "tock::schedule_at_fixed_rate";
   return s.c_str();
 }
 
 inline const std::vector<std::string>& all_systems() {
   static const std::vector<std::string> v = {"asio",          "tock_timer", "tock_sleep", "tock_sleep_slack",
-                                             "tock_deadline", "watchdog",   "heap",       "tock_periodic"};
+                                             "tock_deadline", "watchdog",   "heap",       "tock_periodic",
+                                             "tock_tasks"};
   return v;
 }
 
@@ -127,6 +129,9 @@ inline void print_report(const results& res) {
               "periodic: CPU ns per tick, N periodic timers every tick due, ratio to asio (re-armed by hand)",
               &row::ns_per_op, 0, {});
   value_table(res, "periodic", "periodic: heap allocations (operator new) per tick", &row::allocs_per_op, 3, {});
+  value_table(res, "tasks", "tasks: CPU ns per run of a periodic task, N tasks every run due, ratio to asio",
+              &row::ns_per_op, 0, {});
+  value_table(res, "tasks", "tasks: heap allocations (operator new) per run", &row::allocs_per_op, 3, {});
   value_table(res, "memory", "memory: bytes of RSS per pending wait (with the timer objects), ratio to asio",
               &row::bytes_per_timer, 1, {});
 
