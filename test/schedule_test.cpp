@@ -494,6 +494,48 @@ BOOST_AUTO_TEST_CASE(a_non_positive_period_is_refused) {
   BOOST_CHECK(settle(ctx));
 }
 
+BOOST_AUTO_TEST_CASE(a_one_shot_refused_by_the_capacity_never_runs_and_reports_it) {
+  asio::io_context ctx;
+  tock::basic_timer_service<manual_clock>::of(ctx).set_capacity(0);
+  bool ran = false;
+  int calls = 0;
+  std::exception_ptr error;
+  tock::schedule<manual_clock>(
+      ctx.get_executor(), 1h, [&] { ran = true; },
+      [&](std::exception_ptr e) {
+        ++calls;
+        error = e;
+      });
+  settle(ctx);
+  BOOST_TEST(!ran);
+  BOOST_TEST(calls == 1);
+  BOOST_REQUIRE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST((e.code() == tock::error::capacity_exceeded));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_periodic_task_refused_by_the_capacity_stops_with_the_error) {
+  asio::io_context ctx;
+  tock::basic_timer_service<manual_clock>::of(ctx).set_capacity(0);
+  int runs = 0;
+  tock::task_handle h = tock::schedule_at_fixed_rate<manual_clock>(ctx.get_executor(), 10ms, 10ms, [&] { ++runs; });
+  settle(ctx);
+  for (int i = 0; i < 5; ++i) advance_by(ctx, 10ms);
+  BOOST_TEST(runs == 0);
+  BOOST_TEST(!h.scheduled());
+  BOOST_TEST(h.runs() == 0u);
+  BOOST_REQUIRE(h.error());
+  try {
+    std::rethrow_exception(h.error());
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST((e.code() == tock::error::capacity_exceeded));
+  }
+  BOOST_TEST(!h.cancel());
+}
+
 BOOST_AUTO_TEST_CASE(cancel_from_another_thread_while_running_stops_further_runs) {
   // Four threads run the context; the task's run blocks until the main thread has cancelled it. The order
   // is forced with atomics (bounded waits), not by timing.

@@ -11,12 +11,15 @@
 #include <tock/manual_clock.hpp>
 #include <tock/periodic_timer.hpp>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -267,6 +270,85 @@ BOOST_AUTO_TEST_CASE(a_periodic_tick_re_keys_its_timer_in_place) {
   BOOST_TEST(after.rekeys - before.rekeys == 99u);
   BOOST_TEST(tock_test::service_of<manual_clock>(ctx).invariants_hold());
   other.cancel();
+}
+
+BOOST_AUTO_TEST_CASE(an_entry_fired_early_by_its_slack_leaves_no_wake_up_behind) {
+  // b's window [8, 13] ms holds a's deadline, 10 ms: b fires with a, and waits again from its handler, as a
+  // does. No wake-up may come for b's old latest time.
+  asio::io_context ctx;
+  const auto t0 = manual_clock::now();
+  manual_timer a(ctx, t0 + 10ms), b(ctx, t0 + 8ms);
+  b.set_slack(5ms);
+  int na = 0, nb = 0;
+  std::function<void(const error_code&)> on_a, on_b;
+  on_a = [&](const error_code& ec) {
+    if (ec || ++na == 10) return;
+    a.expires_at(a.expiry() + 10ms);
+    a.async_wait(on_a);
+  };
+  on_b = [&](const error_code& ec) {
+    if (ec || ++nb == 10) return;
+    b.expires_at(b.expiry() + 10ms);
+    b.async_wait(on_b);
+  };
+  a.async_wait(on_a);
+  b.async_wait(on_b);
+  step_to(ctx, t0 + 120ms, 1ms);
+  const tock::timer_stats s = tock_test::service_of<manual_clock>(ctx).stats();
+  BOOST_TEST(na == 10);
+  BOOST_TEST(nb == 10);
+  BOOST_TEST(s.wakeups == 10u);  // one per pair
+  BOOST_TEST(s.empty_wakeups == 0u);
+  tock_test::check_idle<manual_clock>(ctx);
+}
+
+BOOST_AUTO_TEST_CASE(a_timer_waited_on_again_from_elsewhere_costs_no_extra_wake_up) {
+  // The fired timer's stale key must not be taken for the top when its next wait starts outside its
+  // handler (from a strand, or later from other code).
+  asio::io_context ctx;
+  auto strand = asio::make_strand(ctx);
+  manual_timer t(ctx);
+  int n = 0;
+  std::function<void(const error_code&)> again = [&](const error_code& ec) {
+    if (ec || ++n == 5) return;
+    t.expires_after(10ms);
+    t.async_wait(asio::bind_executor(strand, again));
+  };
+  t.expires_after(10ms);
+  t.async_wait(asio::bind_executor(strand, again));
+  for (int i = 0; i < 6; ++i) tock_test::advance_by(ctx, 10ms);
+  entry e{};
+  for (int i = 0; i < 5; ++i) {
+    t.expires_after(10ms);
+    t.async_wait(record(e));
+    tock_test::settle(ctx);  // a driver armed at a stale past key would wake now, for nothing
+    tock_test::advance_by(ctx, 10ms);
+    tock_test::advance_by(ctx, 5ms);
+  }
+  const tock::timer_stats s = tock_test::service_of<manual_clock>(ctx).stats();
+  BOOST_TEST(n == 5);
+  BOOST_TEST(s.wakeups == 10u);
+  BOOST_TEST(s.empty_wakeups == 0u);
+  tock_test::check_idle<manual_clock>(ctx);
+}
+
+BOOST_AUTO_TEST_CASE(a_fired_timer_left_in_the_heap_holds_no_slot_against_the_capacity) {
+  asio::io_context ctx;
+  service& s = tock_test::service_of<manual_clock>(ctx);
+  s.set_capacity(1);
+  const auto t0 = manual_clock::now();
+  manual_timer a(ctx, t0 + 10ms);
+  entry first{}, sleep{}, again{};
+  a.async_wait(record(first));
+  step_to(ctx, t0 + 10ms, 10ms);
+  BOOST_TEST_REQUIRE(first.done.has_value());
+  tock::async_sleep_until(ctx.get_executor(), t0 + 1h, record(sleep));  // takes the one slot
+  a.expires_after(1h);
+  a.async_wait(record(again));
+  tock_test::settle(ctx);
+  BOOST_TEST((again.ec == tock::error::capacity_exceeded));
+  BOOST_TEST(s.pending() == 1u);
+  BOOST_TEST(s.invariants_hold());
 }
 
 BOOST_AUTO_TEST_CASE(the_queue_keeps_a_deadline_next_to_max_reachable_whatever_its_slack) {

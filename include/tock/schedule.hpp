@@ -45,8 +45,11 @@ class task_handle {
   task_handle() noexcept = default;
   explicit task_handle(std::shared_ptr<detail::task_control> task) noexcept : task_(std::move(task)) {}
 
-  // No run starts after this returns; true if it stopped a scheduled task. A run in progress on another
-  // thread is not interrupted: it finishes (and is counted) but the task does not wait again. May be called
+  // No run starts after this returns; true if it stopped a scheduled task. A run starts when, on the
+  // task's executor, it finds the task still scheduled (under the task's mutex); one that started before is
+  // not interrupted, even if its function is entered just after this returns: it finishes (and is counted)
+  // but the task does not wait again. There is no join: to know when the function is done, signal it from
+  // the function. A wait refused (capacity_exceeded) stops the task with that error in error(). May be called
   // from any thread, and from the task's own function. O(log N) (the timer leaves the heap); never throws,
   // never allocates; the aborted wait completes inside the host's run().
   bool cancel() noexcept { return task_ && task_->cancel(); }
@@ -60,7 +63,7 @@ class task_handle {
   // Grid points passed over (fixed rate with missed_ticks::skip); always 0 under burst and fixed delay.
   std::uint64_t missed() const { return task_ ? task_->missed() : 0; }
 
-  // The exception that stopped the task (its function's, or a failed wait's), or null.
+  // The exception that stopped the task (its function's, or a refused or failed wait's), or null.
   std::exception_ptr error() const { return task_ ? task_->error() : nullptr; }
 
  private:
@@ -71,7 +74,8 @@ class task_handle {
 // timer service; completes `token` with void(std::exception_ptr, R) (void(std::exception_ptr) if R is
 // void) as co_spawn does: R is fn's result (default-constructed if R is not void and fn threw or did not
 // run), the exception fn threw, or system_error(operation_aborted) if the token's cancellation slot was
-// emitted (any type) before fn started, in which case fn never starts. The handler runs on its associated
+// emitted (any type) before fn started, or system_error(tock::error::capacity_exceeded) if the host's
+// service refused the wait: in both cases fn never starts. The handler runs on its associated
 // executor (default `ex`), which holds outstanding work meanwhile. O(log N); one allocation (the task)
 // plus the wait's (and a post's) recycled memory. Thread-safe. Throws std::bad_alloc, nothing scheduled.
 // Emit the slot where Asio requires (not concurrently with the completion: on a strand if `ex` has threads).

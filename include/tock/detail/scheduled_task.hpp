@@ -147,11 +147,12 @@ class oneshot_task {
   // operation cache, as the periodic runner's) decides on the executor.
   struct waiter {
     std::shared_ptr<oneshot_task> task;
-    void operator()(const error_code&) {
+    void operator()(const error_code& ec) {
       std::shared_ptr<oneshot_task> t = std::move(task);
       {
         std::lock_guard<std::mutex> lock(t->mutex_);
         t->timer_.reset();
+        if (ec && !t->cancelled_) t->failed_ = ec;  // not due: refused (capacity_exceeded)
       }
       const Executor ex = t->ex_;
       asio::dispatch(ex, runner{std::move(t)});  // in place on the host's own executor, else posted
@@ -169,6 +170,8 @@ class oneshot_task {
         std::lock_guard<std::mutex> lock(t->mutex_);
         if (t->cancelled_)
           r.error = std::make_exception_ptr(boost::system::system_error(asio::error::operation_aborted));
+        else if (t->failed_)
+          r.error = std::make_exception_ptr(boost::system::system_error(t->failed_));
         else
           t->started_ = true;
       }
@@ -198,6 +201,7 @@ class oneshot_task {
 
   std::mutex mutex_;
   bool cancelled_ = false, started_ = false, in_slot_ = false;  // under mutex_ (in_slot_: see slot_handler)
+  error_code failed_;                                           // under mutex_: the wait's own error
   std::optional<task_timer<Clock>> timer_;                      // until the wait completes
   Executor ex_;
   Fn fn_;
@@ -344,7 +348,14 @@ class periodic_task final : public task_control {
     }
     void operator()(const error_code& ec) {
       std::shared_ptr<periodic_task> t = std::move(task);
-      if (ec) return;  // aborted by stop_locked()
+      if (ec) {  // aborted by stop_locked(), or refused (capacity_exceeded): the task stops with it
+        std::lock_guard<std::mutex> lock(t->mutex_);
+        if (t->scheduled_) {
+          t->error_ = std::make_exception_ptr(boost::system::system_error(ec));
+          t->stop_locked();
+        }
+        return;
+      }
       const Executor ex = t->ex_;
       asio::dispatch(ex, runner{std::move(t)});  // in place on the host's own executor, else posted
     }

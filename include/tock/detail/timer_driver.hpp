@@ -106,10 +106,10 @@ class timer_driver {
         if (!lock.owns_lock()) lock.lock();
         driver.firing_ = false;
         try {
-          if (driver.queue_.heap_waits() != 0) {
-            driver.queue_.settle(now);
-            driver.arm_locked(driver.queue_.top_key());
-          }
+          // Also with no wait left: a timer that fired and stays in the heap (rule 4) would keep its past
+          // key there, which the next arming would take for the top.
+          driver.queue_.settle(now);
+          if (driver.queue_.heap_waits() != 0) driver.arm_locked(driver.queue_.top_key());
         } catch (...) {
           if (std::uncaught_exceptions() == 0) throw;
         }

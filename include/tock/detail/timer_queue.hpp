@@ -52,9 +52,10 @@ class timer_queue {
 
   // --- A wait on a timer: wait_past_capacity, reserve_wait, then link_wait.
 
-  // A new wait would need a heap slot for the timer, and none is left.
+  // A new wait would need a heap slot for the timer (it has no waiting wait: a timer left in the heap
+  // holds no slot, rule 4), and none is left.
   bool wait_past_capacity(const timer& t) const noexcept {
-    return !t.node.in_heap() && !t.node.parked() && t.expiry() != TimePoint::max() && slots_in_use() >= capacity_;
+    return t.ring.waiting == 0 && t.expiry() != TimePoint::max() && slots_in_use() >= capacity_;
   }
   void reserve_wait(const timer& t) { reserve_at(t.expiry()); }
 
@@ -307,13 +308,15 @@ class timer_queue {
       return {op, nullptr, at};
     }
     timer& t = *timer::from_node(&n);
-    const TimePoint at = t.expiry();
+    const TimePoint at = t.expiry(), key = top.key;
     wait_op& op = t.ring.fire_first();
     --heap_waits_;
-    if (t.ring.waiting == 0)
-      ++lingering_;
-    else
+    if (t.ring.waiting > 0)
       resequence(t);
+    else if (now < key)  // fired early (slack): its key would wake the driver for nothing
+      heap_.remove(n);
+    else
+      ++lingering_;  // rule 4: a wait from its handler re-keys it in place; settle() drops it otherwise
     return {nullptr, &op, at};
   }
 
@@ -337,6 +340,12 @@ class timer_queue {
     if (!t.node.in_heap()) {
       t.node.seq = op.seq;
       heap_.push(t.node, t.latest());
+    } else if (const TimePoint latest = t.latest(); latest < heap_.key_of(t.node)) {
+      // Its expiry moved earlier while it had no waiting wait, which left its key alone (rule 1).
+      if (was_idle) --lingering_;
+      t.node.seq = op.seq;
+      heap_.rekey(t.node, latest);
+      ++rekeys_;
     } else {
       if (was_idle) --lingering_;
       resequence(t);
