@@ -15,3 +15,24 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/tockConfigVersion.cmake"
   COMPATIBILITY SameMinorVersion) # 0.x: a minor release may break the API
 install(FILES "${PROJECT_BINARY_DIR}/tockConfig.cmake" "${PROJECT_BINARY_DIR}/tockConfigVersion.cmake"
   DESTINATION "${TOCK_CMAKE_DIR}")
+
+# pkg-config: <libdir>/pkgconfig/tock.pc, with paths relative to its own directory so that it stays right for
+# `cmake --install --prefix <elsewhere>`, DESTDIR and the .deb (an absolute CMAKE_INSTALL_<dir> is kept as is).
+function(tock_pc_dir var dir)
+  if(IS_ABSOLUTE "${dir}")
+    set(${var} "${dir}" PARENT_SCOPE)
+  else()
+    set(${var} "\${prefix}/${dir}" PARENT_SCOPE)
+  endif()
+endfunction()
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(TOCK_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH TOCK_PC_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  string(REGEX REPLACE "/$" "" TOCK_PC_PREFIX "${TOCK_PC_PREFIX}")
+  set(TOCK_PC_PREFIX "\${pcfiledir}/${TOCK_PC_PREFIX}")
+endif()
+tock_pc_dir(TOCK_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
+tock_pc_dir(TOCK_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+configure_file("${CMAKE_CURRENT_LIST_DIR}/tock.pc.in" "${PROJECT_BINARY_DIR}/tock.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/tock.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

@@ -15,7 +15,7 @@ ensure_packages() {
 }
 
 # shellcheck disable=SC2034 # used by the scripts that source this file
-TOCK_PACKAGES=(g++ cmake make libboost1.81-dev libboost-test1.81-dev)
+TOCK_PACKAGES=(g++ cmake make libboost1.81-dev libboost-test1.81-dev pkgconf) # pkgconf: the consumer_pkgconfig test
 
 # wait_for_port PID FILE: prints the port of the example server PID once FILE (its stdout) has its first line
 # `listening on 127.0.0.1:PORT`; up to 10 s. Prints nothing if the server died or never said it.

@@ -1,4 +1,4 @@
-// Uses the installed tock package: one sleep on an io_context, then prints "ok".
+// Uses tock (installed, a subproject, pkg-config or the .deb): one sleep on an io_context, then prints "ok".
 #include <tock/tock.hpp>
 
 #include <boost/asio/io_context.hpp>
