@@ -162,9 +162,11 @@ struct args {
     }
   }
 
+  // The last value given for `key` (a later --key=value overrides an earlier one, as scripts/bench.sh's
+  // traced sparse run relies on: it appends --repeats=1).
   std::string get(const std::string& key, const std::string& fallback = "") const {
-    for (const auto& [k, v] : kv)
-      if (k == key) return v;
+    for (auto it = kv.rbegin(); it != kv.rend(); ++it)
+      if (it->first == key) return it->second;
     return fallback;
   }
 
