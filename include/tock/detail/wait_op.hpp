@@ -178,8 +178,13 @@ struct sleep_entry {
 
   heap_node node;  // first member: a heap_node* of a sleep converts back with from_node()
   complete_fn complete;
-  std::uintptr_t deferred_next = 0;  // its link in the core's deferred_queue, while queued there
-  std::int64_t slack = 0;            // in clock ticks: its heap key is its deadline + slack (timer_node.hpp, rule 0)
+  // One word, two lives (a sleep is queued only once out of the heap): while in the heap, its slack in clock
+  // ticks (its key is its deadline + slack, timer_node.hpp rule 0); while queued in the core's
+  // deferred_queue, its link there. A sleep stays 24 bytes before its handler.
+  union {
+    std::int64_t slack = 0;
+    std::uintptr_t deferred_next;
+  };
 
   explicit sleep_entry(complete_fn f) noexcept : complete(f) {}
   static sleep_entry* from_node(heap_node* n) noexcept { return reinterpret_cast<sleep_entry*>(n); }
