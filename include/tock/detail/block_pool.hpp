@@ -10,6 +10,31 @@
 
 namespace tock::detail {
 
+// The allocator of an operation whose memory comes from `Pool` (allocate(bytes), deallocate(p, bytes)),
+// which must outlive it. Copies and rebinds share the pool and compare equal.
+template <typename T, typename Pool>
+class pool_allocator {
+ public:
+  using value_type = T;
+  explicit pool_allocator(Pool& pool) noexcept : pool_(&pool) {}
+  template <typename U>
+  pool_allocator(const pool_allocator<U, Pool>& other) noexcept : pool_(other.pool_) {}
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= alignof(std::max_align_t), "tock: an over-aligned operation");
+    return static_cast<T*>(pool_->allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { pool_->deallocate(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const pool_allocator<U, Pool>& other) const noexcept {
+    return pool_ == other.pool_;
+  }
+
+ private:
+  template <typename, typename>
+  friend class pool_allocator;
+  Pool* pool_;
+};
+
 // Blocks of one size on a free list. Asio frees an operation's memory before its upcall, so a handler that
 // starts the next operation of its kind (the driver re-arming when it fires) finds the block its own
 // operation just returned: with reserve() at the points that may throw, the others never allocate.
@@ -68,24 +93,7 @@ class block_pool {
 
   // The allocator an operation's handler associates, so that Asio takes the operation's memory from here.
   template <typename T>
-  class allocator {
-   public:
-    using value_type = T;
-    explicit allocator(block_pool& pool) noexcept : pool_(&pool) {}
-    template <typename U>
-    allocator(const allocator<U>& other) noexcept : pool_(other.pool_) {}
-    T* allocate(std::size_t n) { return static_cast<T*>(pool_->allocate(n * sizeof(T))); }
-    void deallocate(T* p, std::size_t n) noexcept { pool_->deallocate(p, n * sizeof(T)); }
-    template <typename U>
-    bool operator==(const allocator<U>& other) const noexcept {
-      return pool_ == other.pool_;
-    }
-
-   private:
-    template <typename U>
-    friend class allocator;
-    block_pool* pool_;
-  };
+  using allocator = pool_allocator<T, block_pool>;
 
  private:
   // Enough for every operation a burst of re-arms leaves queued on a busy context to come back, without

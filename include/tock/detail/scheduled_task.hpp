@@ -5,6 +5,7 @@
 
 #include <tock/async_sleep.hpp>
 #include <tock/basic_timer.hpp>
+#include <tock/detail/block_pool.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/op_memory.hpp>
 #include <tock/detail/time_arith.hpp>
@@ -256,26 +257,7 @@ class run_memory {
 };
 
 template <typename T>
-class run_allocator {
- public:
-  using value_type = T;
-  explicit run_allocator(run_memory& m) noexcept : memory_(&m) {}
-  template <typename U>
-  run_allocator(const run_allocator<U>& other) noexcept : memory_(other.memory()) {}
-  T* allocate(std::size_t n) {
-    static_assert(alignof(T) <= alignof(std::max_align_t), "tock: an over-aligned operation");
-    return static_cast<T*>(memory_->allocate(n * sizeof(T)));
-  }
-  void deallocate(T* p, std::size_t n) noexcept { memory_->deallocate(p, n * sizeof(T)); }
-  run_memory* memory() const noexcept { return memory_; }
-  template <typename U>
-  bool operator==(const run_allocator<U>& other) const noexcept {
-    return memory_ == other.memory();
-  }
-
- private:
-  run_memory* memory_;
-};
+using run_allocator = pool_allocator<T, run_memory>;
 
 // --- Periodic: what a task_handle sees, whatever the task's types.
 class task_control {
