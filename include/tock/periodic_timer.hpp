@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -61,13 +60,7 @@ struct periodic_state {
   }
 
   // The time of tick `next` (time_point::max() once the grid leaves the clock's range).
-  time_point tick_time() const noexcept {
-    typename duration::rep offset;
-    if (next > std::uint64_t(std::numeric_limits<typename duration::rep>::max()) ||
-        __builtin_mul_overflow(period.count(), static_cast<typename duration::rep>(next), &offset))
-      return time_point::max();
-    return saturating_add(origin, duration(offset));
-  }
+  time_point tick_time() const noexcept { return grid_point(origin, period, next); }
 
   // A successful wait for tick `next` completes now: moves to the next tick by the policy and returns how
   // many whole periods have passed since the tick's time.

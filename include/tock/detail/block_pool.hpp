@@ -1,7 +1,9 @@
-// tock/detail/block_pool.hpp: memory for the service's own Asio operations, so that paths that must not fail
-// (a re-arm at the end of a batch, a post from a destructor) never allocate.
+// tock/detail/block_pool.hpp: memory for tock's own Asio operations, so that paths that must not fail (a
+// re-arm at the end of a batch, a post from a destructor) never allocate, and a periodic task's runs don't.
 #ifndef TOCK_DETAIL_BLOCK_POOL_HPP
 #define TOCK_DETAIL_BLOCK_POOL_HPP
+
+#include <tock/detail/op_memory.hpp>
 
 #include <cstddef>
 #include <mutex>
@@ -113,6 +115,30 @@ class block_pool {
   free_block* free_ = nullptr;
   std::size_t free_count_ = 0;
   std::size_t fallbacks_ = 0;
+};
+
+// One block that a periodic task's wait and its runner's post take in turn. A task has one or the other at
+// a time, and each is freed before the next is allocated (tock and Asio free an operation before its
+// upcall), so a run allocates nothing whichever threads run the host and the executor (a per-thread cache
+// would not do: on a pool, memory taken on one thread is freed on the other). A larger request, or one
+// while the block is taken, goes to tock's per-thread cache. Used by one thread at a time, in turn.
+class run_memory {
+ public:
+  void* allocate(std::size_t bytes) {
+    if (bytes > sizeof(block_) || busy_) return op_memory::allocate(bytes);
+    busy_ = true;
+    return block_;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept {
+    if (p == block_)
+      busy_ = false;
+    else
+      op_memory::deallocate(p, bytes);
+  }
+
+ private:
+  alignas(std::max_align_t) unsigned char block_[128];
+  bool busy_ = false;
 };
 
 }  // namespace tock::detail

@@ -9,6 +9,7 @@
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/op_memory.hpp>
 #include <tock/detail/time_arith.hpp>
+#include <tock/detail/timer_object.hpp>
 #include <tock/periodic_timer.hpp>
 
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -40,12 +41,6 @@
 namespace tock {
 namespace detail {
 
-// Whether a due time is a delay (any std::chrono::duration) rather than a time point.
-template <typename T>
-inline constexpr bool is_delay_v = false;
-template <typename Rep, typename Period>
-inline constexpr bool is_delay_v<std::chrono::duration<Rep, Period>> = true;
-
 // The clock a task is timed on: the one named, else a due time point's own clock, else steady_clock.
 template <typename Clock, typename Due>
 struct due_clock {
@@ -63,7 +58,7 @@ struct due_clock<void, std::chrono::time_point<C, D>> {
 // A delay from now (saturating) or a time point of the task's clock.
 template <typename Clock, typename Due>
 typename Clock::time_point due_time(const Due& due) {
-  if constexpr (is_delay_v<Due>) {
+  if constexpr (is_duration_v<Due>) {
     return saturating_add(Clock::now(), due);
   } else {
     static_assert(std::is_same_v<typename Due::clock, Clock>, "tock: the due time is on another clock than the task");
@@ -232,30 +227,6 @@ class initiate_schedule {
   }
 };
 
-// One block that a periodic task's wait and its runner's post take in turn. A task has one or the other at
-// a time, and each is freed before the next is allocated (tock and Asio free an operation before its
-// upcall), so a run allocates nothing whichever threads run the host and the executor (a per-thread cache
-// would not do: on a pool, memory taken on one thread is freed on the other). A larger request, or one
-// while the block is taken, goes to tock's per-thread cache. Used by one thread at a time, in turn.
-class run_memory {
- public:
-  void* allocate(std::size_t bytes) {
-    if (bytes > sizeof(block_) || busy_) return op_memory::allocate(bytes);
-    busy_ = true;
-    return block_;
-  }
-  void deallocate(void* p, std::size_t bytes) noexcept {
-    if (p == block_)
-      busy_ = false;
-    else
-      op_memory::deallocate(p, bytes);
-  }
-
- private:
-  alignas(std::max_align_t) unsigned char block_[128];
-  bool busy_ = false;
-};
-
 template <typename T>
 using run_allocator = pool_allocator<T, run_memory>;
 
@@ -312,7 +283,7 @@ class periodic_task final : public task_control {
   // Starts the first wait; throws (std::bad_alloc) with the task stopped.
   static void start(const std::shared_ptr<periodic_task>& self, asio::io_context& host) {
     std::lock_guard<std::mutex> lock(self->mutex_);
-    self->timer_.emplace(host.get_executor());
+    self->timer_.emplace(host.get_executor(), typename Clock::time_point());
     if (auto e = self->arm_locked(self)) std::rethrow_exception(e);
   }
 
@@ -373,14 +344,7 @@ class periodic_task final : public task_control {
     }
   };
 
-  // The time of run next_ on the grid (time_point::max() once it leaves the clock's range).
-  time_point due_locked() const noexcept {
-    typename duration::rep offset;
-    if (next_ > std::uint64_t(std::numeric_limits<typename duration::rep>::max()) ||
-        __builtin_mul_overflow(period_.count(), static_cast<typename duration::rep>(next_), &offset))
-      return time_point::max();
-    return saturating_add(origin_, duration(offset));
-  }
+  time_point due_locked() const noexcept { return grid_point(origin_, period_, next_); }
 
   // A run has finished: moves to the next run. Skip: the first grid point not before now, counting the
   // points passed over as missed; burst: the next point, however late; delay (and fixed delay): one period
@@ -406,7 +370,8 @@ class periodic_task final : public task_control {
   // Waits for run next_. Returns the exception of a failed start, the task then stopped.
   std::exception_ptr arm_locked(const std::shared_ptr<periodic_task>& self) noexcept {
     std::exception_ptr e;
-    timer_->expires_at(due_locked());
+    // Between two runs the timer has no wait, so a later due time is a lock-free move (as a periodic_timer's).
+    timer_->service().move_expiry(timer_->impl(), due_locked());
     arming_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     try {
       timer_->async_wait(waiter(self));
@@ -434,7 +399,8 @@ class periodic_task final : public task_control {
     timer_.reset();  // a pending wait completes with operation_aborted, from the host's run()
   }
 
-  std::optional<task_timer<Clock>> timer_;  // while scheduled; used under mutex_ only
+  // While scheduled; used under mutex_ only.
+  std::optional<timer_object<Clock, asio::wait_traits<Clock>, asio::io_context::executor_type>> timer_;
   Executor ex_;
   Fn fn_;  // called by the runner only, one run at a time
   time_point origin_;

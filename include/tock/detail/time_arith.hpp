@@ -3,6 +3,7 @@
 #define TOCK_DETAIL_TIME_ARITH_HPP
 
 #include <chrono>
+#include <cstdint>
 #include <limits>
 #include <ratio>
 #include <type_traits>
@@ -58,6 +59,18 @@ typename TimePoint::duration saturating_sub(const TimePoint& a, const TimePoint&
   } else {
     return a - b;
   }
+}
+
+// Point n of the grid origin + k * period (k = 0, 1, ...), by multiplication, so that it does not drift;
+// TimePoint::max() once it leaves the clock's range. Requires an integral representation.
+template <typename TimePoint>
+TimePoint grid_point(const TimePoint& origin, const typename TimePoint::duration& period, std::uint64_t n) noexcept {
+  using duration = typename TimePoint::duration;
+  typename duration::rep offset;
+  if (n > std::uint64_t(std::numeric_limits<typename duration::rep>::max()) ||
+      __builtin_mul_overflow(period.count(), static_cast<typename duration::rep>(n), &offset))
+    return TimePoint::max();
+  return saturating_add(origin, duration(offset));
 }
 
 }  // namespace tock::detail

@@ -14,10 +14,9 @@
 
 namespace tock::detail {
 
-// Entries are timers (one heap slot however many waits; see timer_node.hpp for the rules on keys: slack,
-// and key <= latest time) and sleeps (a sleep or a tock::timeout entry is its own node), keyed by their
-// latest times. Waits at TimePoint::max() never fire: they are
-// parked in a side list instead, and take no heap slot. Calls that may allocate come in two steps, a
+// Entries are timers (one heap slot however many waits) and sleeps (a sleep or a tock::timeout entry is its
+// own node), keyed by their latest times (timer_node.hpp: the rules on keys). Waits at TimePoint::max() never
+// fire: they are parked in a side list, and take no heap slot. Calls that may allocate come in two steps, a
 // reserve_* that throws with nothing changed and a noexcept step that changes things.
 template <typename TimePoint>
 class timer_queue {
@@ -88,9 +87,7 @@ class timer_queue {
     if (t.node.in_heap()) {
       --lingering_;
       if (heap_.key_of(t.node) < latest) return;  // a lazy key stays (wait_key)
-      t.node.seq = op.seq;
-      heap_.rekey(t.node, latest);
-      ++rekeys_;
+      rekey_at_latest(t);
     } else {
       t.node.seq = op.seq;
       heap_.push(t.node, latest);
@@ -200,7 +197,8 @@ class timer_queue {
   }
 
   void move_expiry(timer& t, const TimePoint& at) noexcept {
-    const TimePoint latest = latest_time(at, t.slack);
+    t.set_expiry(at);
+    const TimePoint latest = t.latest();
     const std::size_t n = t.ring.waiting;
     if (n > 0) {
       if (at == TimePoint::max()) {
@@ -217,12 +215,9 @@ class timer_queue {
         heap_.push(t.node, latest);
         heap_waits_ += n;
       } else if (!(heap_.key_of(t.node) < latest)) {
-        t.node.seq = t.ring.first_waiting()->seq;  // a lazy key may carry an older wait's
-        heap_.rekey(t.node, latest);
-        ++rekeys_;
+        rekey_at_latest(t);
       }
     }
-    t.set_expiry(at);
   }
 
   // --- The slack of a timer (>= 0): slack_key, then set_slack.
@@ -238,10 +233,8 @@ class timer_queue {
   void set_slack(timer& t, const duration& slack) noexcept {
     t.slack = slack;
     if (t.ring.waiting == 0 || !t.node.in_heap()) return;
-    if (const TimePoint latest = t.latest(); latest < heap_.key_of(t.node)) {
-      t.node.seq = t.ring.first_waiting()->seq;
-      heap_.rekey(t.node, latest);
-      ++rekeys_;
+    if (t.latest() < heap_.key_of(t.node)) {
+      rekey_at_latest(t);
     }
   }
 
@@ -282,9 +275,7 @@ class timer_queue {
       }
       if (const TimePoint latest = t.latest(); key < latest) {  // extended lazily
         if (now < key) return false;
-        n.seq = t.ring.first_waiting()->seq;  // see resequence
-        heap_.rekey(n, latest);
-        ++rekeys_;
+        rekey_at_latest(t);
         continue;
       }
       return !(now < t.expiry());
@@ -340,16 +331,13 @@ class timer_queue {
     if (!t.node.in_heap()) {
       t.node.seq = op.seq;
       heap_.push(t.node, t.latest());
-    } else if (const TimePoint latest = t.latest(); latest < heap_.key_of(t.node)) {
-      // Its expiry moved earlier while it had no waiting wait, which left its key alone (rule 1).
-      if (was_idle) --lingering_;
-      t.node.seq = op.seq;
-      heap_.rekey(t.node, latest);
-      ++rekeys_;
-    } else {
-      if (was_idle) --lingering_;
-      resequence(t);
+      return true;
     }
+    if (was_idle) --lingering_;
+    if (t.latest() < heap_.key_of(t.node))  // its expiry moved earlier while it had no waiting wait (rule 1)
+      rekey_at_latest(t);
+    else
+      resequence(t);
     return true;
   }
 
@@ -377,21 +365,15 @@ class timer_queue {
   // The heap and the accounting checked against each other, for tests. O(N).
   bool valid() const {
     if (!heap_.valid()) return false;
-    std::size_t in_heap = 0;
-    std::size_t lingering = 0;
+    std::size_t in_heap = 0, lingering = 0, parked = 0;
     for (std::size_t i = 0; i < heap_.size(); ++i) {
       const heap_node* n = heap_.at(i).node;
-      if (!n->is_timer) {
-        ++in_heap;
-        continue;
-      }
-      const timer& t = *timer::from_node(const_cast<heap_node*>(n));
+      const timer* t = n->is_timer ? timer::from_node(const_cast<heap_node*>(n)) : nullptr;
       // A timer with waits is keyed no later than its latest time; one without may linger with any key.
-      if (t.ring.waiting > 0 && (heap_.at(i).key > t.latest() || t.expiry() == TimePoint::max())) return false;
-      in_heap += t.ring.waiting;
-      lingering += t.ring.waiting == 0;
+      if (t && t->ring.waiting > 0 && (heap_.at(i).key > t->latest() || t->expiry() == TimePoint::max())) return false;
+      in_heap += t ? t->ring.waiting : 1;
+      lingering += t && t->ring.waiting == 0;
     }
-    std::size_t parked = 0;
     for (std::size_t i = 0; i < parked_.size(); ++i) {
       const heap_node* n = parked_[i];
       if (n->position != (heap_node::parked_flag | i)) return false;
@@ -416,6 +398,14 @@ class timer_queue {
     if (key < t.latest()) return;
     t.node.seq = seq;
     heap_.rekey(t.node, key);
+  }
+
+  // Keys a timer with waits at its latest time, ranked by its oldest waiting wait (which a lazy key may not
+  // carry: see resequence). O(log N).
+  void rekey_at_latest(timer& t) noexcept {
+    t.node.seq = t.ring.first_waiting()->seq;
+    heap_.rekey(t.node, t.latest());
+    ++rekeys_;
   }
 
   // Accounts for `n` waits that left a timer's ring before firing.
