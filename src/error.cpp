@@ -7,7 +7,7 @@
 namespace tock {
 namespace {
 
-class category final : public boost::system::error_category {
+class category final : public sys::error_category {
  public:
   const char* name() const noexcept override { return "tock"; }
 
@@ -20,17 +20,17 @@ class category final : public boost::system::error_category {
     return "Unknown tock error";
   }
 
-  // Lets `ec == std::errc::timed_out` (and boost::system::errc::timed_out) hold for tock::error::timed_out.
-  boost::system::error_condition default_error_condition(int value) const noexcept override {
-    if (static_cast<error>(value) == error::timed_out)
-      return boost::system::errc::make_error_condition(boost::system::errc::timed_out);
-    return boost::system::error_condition(value, *this);
+  // Lets `ec == std::errc::timed_out` (and boost::system::errc::timed_out with Boost.Asio) hold for
+// tock::error::timed_out.
+  sys::error_condition default_error_condition(int value) const noexcept override {
+    if (static_cast<error>(value) == error::timed_out) return sys::error_condition(sys::errc::timed_out);
+    return sys::error_condition(value, *this);
   }
 };
 
 }  // namespace
 
-const boost::system::error_category& error_category() noexcept {
+const sys::error_category& error_category() noexcept {
   static const category instance;
   return instance;
 }

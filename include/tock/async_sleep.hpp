@@ -2,17 +2,9 @@
 #ifndef TOCK_ASYNC_SLEEP_HPP
 #define TOCK_ASYNC_SLEEP_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/timer_service.hpp>
-
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/execution/executor.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/asio/is_executor.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/wait_traits.hpp>
 
 #include <chrono>
 #include <type_traits>
@@ -138,7 +130,7 @@ auto async_sleep_for(ExecutionContext& ctx, const std::chrono::duration<Rep, Per
 }
 
 // `co_await tock::sleep_until(t);` inside asio::awaitable<>: sleeps on the coroutine's own executor. Throws
-// boost::system::system_error(operation_aborted) if the coroutine's cancellation slot is emitted.
+// sys::system_error(operation_aborted) if the coroutine's cancellation slot is emitted.
 template <typename Clock, typename Duration>
 asio::awaitable<void> sleep_until(const std::chrono::time_point<Clock, Duration>& t) {
   return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(

@@ -2,15 +2,10 @@
 #ifndef TOCK_BASIC_TIMER_HPP
 #define TOCK_BASIC_TIMER_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_object.hpp>
 #include <tock/timer_service.hpp>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/asio/wait_traits.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -124,46 +119,64 @@ class basic_timer {
     return object_.service().expires_at(object_.impl(), detail::saturating_add(Clock::now(), d));
   }
 
-#if !defined(BOOST_ASIO_NO_DEPRECATED)
+  // Asio's deprecated members, present exactly when this Asio's basic_waitable_timer still has them
+  // (config.hpp): Boost 1.81 unless BOOST_ASIO_NO_DEPRECATED is defined; none in Asio 1.38.
   // (Deprecated: Use non-error_code overload.) Cancel any asynchronous operations that are waiting on the
   // timer. As cancel(); `ec` is cleared. O(waits of this timer).
-  std::size_t cancel(error_code& ec) {
+  std::size_t cancel(error_code& ec)
+    requires detail::asio_timer_has_deprecated_members
+  {
     ec = error_code();
     return cancel();
   }
 
   // (Deprecated: Use non-error_code overload.) Cancels one asynchronous operation that is waiting on the
   // timer. As cancel_one(); `ec` is cleared. O(1).
-  std::size_t cancel_one(error_code& ec) {
+  std::size_t cancel_one(error_code& ec)
+    requires detail::asio_timer_has_deprecated_members
+  {
     ec = error_code();
     return cancel_one();
   }
 
   // (Deprecated: Use expiry().) Get the timer's expiry time as an absolute time. O(1).
-  time_point expires_at() const { return expiry(); }
+  time_point expires_at() const
+    requires detail::asio_timer_has_deprecated_members
+  {
+    return expiry();
+  }
 
   // (Deprecated: Use non-error_code overload.) Set the timer's expiry time as an absolute time. As
   // expires_at(t); `ec` is cleared.
-  std::size_t expires_at(const time_point& t, error_code& ec) {
+  std::size_t expires_at(const time_point& t, error_code& ec)
+    requires detail::asio_timer_has_deprecated_members
+  {
     ec = error_code();
     return expires_at(t);
   }
 
   // (Deprecated: Use expiry().) Get the timer's expiry time relative to now (saturating). O(1).
-  duration expires_from_now() const {
+  duration expires_from_now() const
+    requires detail::asio_timer_has_deprecated_members
+  {
     return detail::saturating_add(expiry(), -Clock::now().time_since_epoch()).time_since_epoch();
   }
 
   // (Deprecated: Use expires_after().) Set the timer's expiry time relative to now. As expires_after(d).
-  std::size_t expires_from_now(const duration& d) { return expires_after(d); }
+  std::size_t expires_from_now(const duration& d)
+    requires detail::asio_timer_has_deprecated_members
+  {
+    return expires_after(d);
+  }
 
   // (Deprecated: Use expires_after().) Set the timer's expiry time relative to now. As expires_after(d);
   // `ec` is cleared.
-  std::size_t expires_from_now(const duration& d, error_code& ec) {
+  std::size_t expires_from_now(const duration& d, error_code& ec)
+    requires detail::asio_timer_has_deprecated_members
+  {
     ec = error_code();
     return expires_after(d);
   }
-#endif
 
   // Blocks the calling thread until the expiry has passed (sleeping, as Asio's). Never fails.
   void wait() {

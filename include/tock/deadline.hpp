@@ -2,16 +2,11 @@
 #ifndef TOCK_DEADLINE_HPP
 #define TOCK_DEADLINE_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timed_initiation.hpp>
 #include <tock/detail/timer_object.hpp>
 #include <tock/timer_service.hpp>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/asio/wait_traits.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -184,7 +179,7 @@ struct tock::detail::timed_token_traits<tock::deadline_bound_token<Deadline, Tok
 };
 
 template <typename Deadline, typename Token, typename Signature, typename... Signatures>
-struct boost::asio::async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...>
+struct TOCK_ASIO_NAMESPACE::async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...>
     : tock::detail::timed_async_result<tock::deadline_bound_token<Deadline, Token>, Signature, Signatures...> {};
 
 #endif

@@ -1,16 +1,14 @@
-// tock/error.hpp: the error codes tock reports, as a boost::system error category.
+// tock/error.hpp: the error codes tock reports, as an error category of Asio's error system (tock/config.hpp).
 #ifndef TOCK_ERROR_HPP
 #define TOCK_ERROR_HPP
 
-#include <boost/system/error_code.hpp>
+#include <tock/config.hpp>
 
 #include <type_traits>
 
 namespace tock {
 
-using error_code = boost::system::error_code;
-
-// Errors tock itself reports. Cancellation is reported as boost::asio::error::operation_aborted, as Asio does.
+// Errors tock itself reports. Cancellation is reported as asio::error::operation_aborted, as Asio does.
 enum class error {
   timed_out = 1,          // a deadline passed before the operation completed; matches std::errc::timed_out
   capacity_exceeded = 2,  // the service already holds as many pending waits as its capacity allows
@@ -18,13 +16,13 @@ enum class error {
 };
 
 // The category of tock::error. Thread-safe; the object lives for the whole program.
-const boost::system::error_category& error_category() noexcept;
+const sys::error_category& error_category() noexcept;
 
 inline error_code make_error_code(error e) noexcept { return error_code(static_cast<int>(e), error_category()); }
 
 }  // namespace tock
 
 template <>
-struct boost::system::is_error_code_enum<tock::error> : std::true_type {};
+struct TOCK_SYSTEM_NAMESPACE::is_error_code_enum<tock::error> : std::true_type {};
 
 #endif

@@ -2,15 +2,9 @@
 #ifndef TOCK_MANUAL_CLOCK_HPP
 #define TOCK_MANUAL_CLOCK_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/block_pool.hpp>
 #include <tock/detail/driver.hpp>
-
-#include <boost/asio/error.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/wait_traits.hpp>
-#include <boost/system/error_code.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -78,11 +72,11 @@ namespace detail {
 // operation_aborted, as with Asio. Every arming ends in exactly one post (fired or aborted), whose memory
 // arm() reserves, so that cancel() and advance() never allocate.
 class manual_driver {
-  using work_guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
-  using handler_type = std::function<void(const boost::system::error_code&)>;
+  using work_guard = asio::executor_work_guard<asio::io_context::executor_type>;
+  using handler_type = std::function<void(const sys::error_code&)>;
 
  public:
-  explicit manual_driver(const boost::asio::io_context::executor_type& ex) : ex_(ex) {
+  explicit manual_driver(const asio::io_context::executor_type& ex) : ex_(ex) {
     auto& r = manual_clock::state();
     std::lock_guard<std::mutex> lock(r.mutex);
     r.armed.reserve(++r.drivers);  // a place in `armed` for each driver: arming never allocates there
@@ -126,7 +120,7 @@ class manual_driver {
   struct completion {
     using allocator_type = block_pool::allocator<void>;
     handler_type handler;
-    boost::system::error_code ec;
+    sys::error_code ec;
     block_pool* memory;
     allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
     void operator()() { handler(ec); }
@@ -136,19 +130,19 @@ class manual_driver {
   // Asio timer does: the posted completion keeps the context's work count up, so that the service can
   // re-arm (or post its own completions) before run() could see no work. Under the registry's lock.
   void drop_locked(manual_clock::registry& r) noexcept {
-    if (handler_) complete_locked(r, boost::asio::error::operation_aborted);
+    if (handler_) complete_locked(r, asio::error::operation_aborted);
   }
 
   // Posts the handler: the wait is over. Under the registry's lock.
-  void fire_locked(manual_clock::registry& r) noexcept { complete_locked(r, boost::system::error_code()); }
+  void fire_locked(manual_clock::registry& r) noexcept { complete_locked(r, sys::error_code()); }
 
-  void complete_locked(manual_clock::registry& r, const boost::system::error_code& ec) noexcept {
-    boost::asio::post(ex_, completion{std::exchange(handler_, nullptr), ec, &memory_});  // reserved: no throw
+  void complete_locked(manual_clock::registry& r, const sys::error_code& ec) noexcept {
+    asio::post(ex_, completion{std::exchange(handler_, nullptr), ec, &memory_});  // reserved: no throw
     r.armed.erase(std::find(r.armed.begin(), r.armed.end(), this));
     work_.reset();  // after the post, which holds work of its own
   }
 
-  boost::asio::io_context::executor_type ex_;
+  asio::io_context::executor_type ex_;
   block_pool memory_;  // its posts are destroyed at the context's shutdown, before the service that owns this
   manual_clock::time_point at_{};
   handler_type handler_;

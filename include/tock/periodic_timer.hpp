@@ -3,16 +3,9 @@
 #define TOCK_PERIODIC_TIMER_HPP
 
 #include <tock/basic_timer.hpp>
+#include <tock/config.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_object.hpp>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associator.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/asio/wait_traits.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -227,7 +220,7 @@ class basic_periodic_timer {
   // of whole periods between the tick's time and the completion (skip: the ticks dropped; burst: the ticks
   // still due after this one; delay: how late it ran), or operation_aborted (cancel(), destruction, or a
   // cancellation slot of any type) or tock::error::capacity_exceeded, with missed = 0 and the tick kept.
-  // One wait at a time: throws boost::system::system_error (asio::error::already_started) if one is
+  // One wait at a time: throws sys::system_error (asio::error::already_started) if one is
   // pending. O(log N) at most (O(1) when the tick moves later), as basic_timer::async_wait.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
@@ -250,7 +243,7 @@ class basic_periodic_timer {
       state& s = *state_;
       // A deferred initiation may run after its timer was destroyed or assigned over.
       if (!s.timer) throw std::logic_error("tock::basic_periodic_timer: waited on after its destruction");
-      if (s.waiting) throw boost::system::system_error(asio::error::already_started, "tock::periodic_timer");
+      if (s.waiting) throw sys::system_error(asio::error::already_started, "tock::periodic_timer");
       detail::tick_handler<state, std::decay_t<Handler>> tick(state_, s.last_id + 1, std::forward<Handler>(handler));
       s.waiting = ++s.last_id;  // the tick handler ends it however it ends, including when the start throws
       // Nothing of the grid changes until the wait is in: a start that throws leaves it as it was.
@@ -294,7 +287,7 @@ using periodic_timer = basic_periodic_timer<std::chrono::steady_clock>;
 
 }  // namespace tock
 
-namespace boost::asio {
+namespace TOCK_ASIO_NAMESPACE {
 
 template <template <typename, typename> class Associator, typename State, typename Handler, typename DefaultCandidate>
 struct associator<Associator, tock::detail::tick_handler<State, Handler>, DefaultCandidate> {
@@ -310,6 +303,6 @@ struct associator<Associator, tock::detail::tick_handler<State, Handler>, Defaul
   }
 };
 
-}  // namespace boost::asio
+}  // namespace TOCK_ASIO_NAMESPACE
 
 #endif

@@ -20,12 +20,10 @@
 #define TOCK_SCHEDULE_HPP
 
 #include <tock/async_sleep.hpp>
+#include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/scheduled_task.hpp>
 #include <tock/periodic_timer.hpp>
-
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <cstdint>

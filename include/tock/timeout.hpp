@@ -2,12 +2,10 @@
 #ifndef TOCK_TIMEOUT_HPP
 #define TOCK_TIMEOUT_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timed_token.hpp>
 #include <tock/timer_service.hpp>
-
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/cancellation_type.hpp>
 
 #include <chrono>
 #include <optional>
@@ -109,7 +107,7 @@ struct timed_token_traits<timeout_t<Token, Clock>> {
 // Asio's adapters compose from outside too: bind_cancellation_slot(slot, timeout(d, h)) is
 // timeout(d, bind_cancellation_slot(slot, h)); likewise bind_executor, bind_allocator, redirect_error, as_tuple.
 template <typename Token, typename Clock, typename Signature, typename... Signatures>
-struct boost::asio::async_result<tock::timeout_t<Token, Clock>, Signature, Signatures...>
+struct TOCK_ASIO_NAMESPACE::async_result<tock::timeout_t<Token, Clock>, Signature, Signatures...>
     : tock::detail::timed_async_result<tock::timeout_t<Token, Clock>, Signature, Signatures...> {};
 
 #endif

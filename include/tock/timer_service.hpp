@@ -2,6 +2,7 @@
 #ifndef TOCK_TIMER_SERVICE_HPP
 #define TOCK_TIMER_SERVICE_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/slot_cancellation.hpp>
@@ -12,17 +13,6 @@
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
 #include <tock/timer_stats.hpp>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/execution/context.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/prefer.hpp>
-#include <boost/asio/query.hpp>
-#include <boost/asio/wait_traits.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -35,8 +25,6 @@
 #include <vector>
 
 namespace tock {
-
-namespace asio = boost::asio;
 
 namespace detail {
 // Bumped whenever a timer service is destroyed: thread-local lookups of services made before are stale.

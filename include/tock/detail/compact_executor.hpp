@@ -2,8 +2,7 @@
 #ifndef TOCK_DETAIL_COMPACT_EXECUTOR_HPP
 #define TOCK_DETAIL_COMPACT_EXECUTOR_HPP
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/io_context.hpp>
+#include <tock/config.hpp>
 
 #include <new>
 #include <utility>
@@ -36,9 +35,9 @@ class compact_executor {
 // executor (8 bytes). That one is kept as it is; any other goes to the heap. A timer holding it shrinks by
 // 40 bytes, and its waits find the io_context's executor without a type-erased call.
 template <>
-class compact_executor<boost::asio::any_io_executor> {
-  using any = boost::asio::any_io_executor;
-  using io = boost::asio::io_context::executor_type;
+class compact_executor<asio::any_io_executor> {
+  using any = asio::any_io_executor;
+  using io = asio::io_context::executor_type;
 
  public:
   explicit compact_executor(const any& ex) { assign(ex); }

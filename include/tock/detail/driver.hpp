@@ -2,11 +2,8 @@
 #ifndef TOCK_DETAIL_DRIVER_HPP
 #define TOCK_DETAIL_DRIVER_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/block_pool.hpp>
-
-#include <boost/asio/basic_waitable_timer.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/system/error_code.hpp>
 
 #include <utility>
 
@@ -33,7 +30,7 @@ class asio_driver {
  public:
   using time_point = typename Clock::time_point;
 
-  explicit asio_driver(const boost::asio::io_context::executor_type& ex) : timer_(ex) {}
+  explicit asio_driver(const asio::io_context::executor_type& ex) : timer_(ex) {}
 
   // Supersedes the pending wait, if any (it completes with operation_aborted), with one for `t`. Throws
   // std::bad_alloc with nothing changed; the one exception is Asio's own timer queue, which may need to grow
@@ -53,7 +50,7 @@ class asio_driver {
 
  private:
   block_pool memory_;  // outlives the timer; its operations are destroyed at the context's shutdown
-  boost::asio::basic_waitable_timer<Clock, WaitTraits, boost::asio::io_context::executor_type> timer_;
+  asio::basic_waitable_timer<Clock, WaitTraits, asio::io_context::executor_type> timer_;
 };
 
 // The driver of basic_timer_service<Clock, WaitTraits>: anything with arm(t, handler), cancel() and

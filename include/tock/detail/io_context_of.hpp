@@ -2,18 +2,12 @@
 #ifndef TOCK_DETAIL_IO_CONTEXT_OF_HPP
 #define TOCK_DETAIL_IO_CONTEXT_OF_HPP
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/execution/context.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/query.hpp>
-#include <boost/asio/strand.hpp>
+#include <tock/config.hpp>
 
 #include <stdexcept>
 #include <type_traits>
 
 namespace tock::detail {
-
-namespace asio = boost::asio;
 
 // Typed executors say which context they run on; a type-erased one only says "some execution_context",
 // which cannot be down-cast (it is not polymorphic), so the executor kinds an any_io_executor usually holds

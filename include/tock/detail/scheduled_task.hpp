@@ -5,24 +5,13 @@
 
 #include <tock/async_sleep.hpp>
 #include <tock/basic_timer.hpp>
+#include <tock/config.hpp>
 #include <tock/detail/block_pool.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/op_memory.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_object.hpp>
 #include <tock/periodic_timer.hpp>
-
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/wait_traits.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -165,9 +154,9 @@ class oneshot_task {
       {
         std::lock_guard<std::mutex> lock(t->mutex_);
         if (t->cancelled_)
-          r.error = std::make_exception_ptr(boost::system::system_error(asio::error::operation_aborted));
+          r.error = std::make_exception_ptr(sys::system_error(asio::error::operation_aborted));
         else if (t->failed_)
-          r.error = std::make_exception_ptr(boost::system::system_error(t->failed_));
+          r.error = std::make_exception_ptr(sys::system_error(t->failed_));
         else
           t->started_ = true;
       }
@@ -304,7 +293,7 @@ class periodic_task final : public task_control {
       if (ec) {  // aborted by stop_locked(), or refused (capacity_exceeded): the task stops with it
         std::lock_guard<std::mutex> lock(t->mutex_);
         if (t->scheduled_) {
-          t->error_ = std::make_exception_ptr(boost::system::system_error(ec));
+          t->error_ = std::make_exception_ptr(sys::system_error(ec));
           t->stop_locked();
         }
         return;

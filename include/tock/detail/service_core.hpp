@@ -3,14 +3,11 @@
 #ifndef TOCK_DETAIL_SERVICE_CORE_HPP
 #define TOCK_DETAIL_SERVICE_CORE_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/block_pool.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
 #include <tock/timer_stats.hpp>
-
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -141,12 +138,12 @@ class service_core : public std::enable_shared_from_this<service_core> {
  public:
   // Reserves the drain's block: at most one drain is queued at a time, and Asio returns its block before it
   // runs, so every later post finds it free.
-  explicit service_core(boost::asio::io_context& ctx) : ctx_(ctx) { drain_memory_.reserve(1); }
+  explicit service_core(asio::io_context& ctx) : ctx_(ctx) { drain_memory_.reserve(1); }
   service_core(const service_core&) = delete;
   service_core& operator=(const service_core&) = delete;
   ~service_core() { run(deferred_.take_all(), false); }  // left only when the context was gone first
 
-  boost::asio::io_context& context() const noexcept { return ctx_; }
+  asio::io_context& context() const noexcept { return ctx_; }
   std::mutex& mutex() noexcept { return mutex_; }
 
   // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it
@@ -194,7 +191,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   std::size_t drain_fallbacks() const { return drain_memory_.fallbacks(); }
 
   // Posts the drain that defer_locked() asked for. Never allocates (see the constructor).
-  void post_drain() { boost::asio::post(ctx_.get_executor(), drain{shared_from_this()}); }
+  void post_drain() { asio::post(ctx_.get_executor(), drain{shared_from_this()}); }
 
   // Queues again a fired operation whose dispatch to its executor threw (see complete_op): a timer wait that
   // was cancelled since it fired completes as aborted. Takes the lock; never throws.
@@ -211,7 +208,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   // The error a deferred completion carries.
   static error_code error_of(deferred how) noexcept {
     switch (how) {
-      case deferred::aborted: return boost::asio::error::operation_aborted;
+      case deferred::aborted: return asio::error::operation_aborted;
       case deferred::capacity_exceeded: return make_error_code(error::capacity_exceeded);
       case deferred::fired: break;
     }
@@ -308,7 +305,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
     }
   }
 
-  boost::asio::io_context& ctx_;
+  asio::io_context& ctx_;
   std::mutex mutex_;
   block_pool drain_memory_;
   deferred_queue deferred_;    // under mutex_

@@ -3,15 +3,12 @@
 #ifndef TOCK_DETAIL_SLOT_CANCELLATION_HPP
 #define TOCK_DETAIL_SLOT_CANCELLATION_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
 
-#include <boost/asio/cancellation_type.hpp>
-
 namespace tock::detail {
-
-namespace asio = boost::asio;
 
 // The service's handler in a wait's or sleep's cancellation slot: cancels it on any type. Its constructor
 // and destructor tell the operation whether it is in the slot (see wait_handlers.hpp), so that a slot whose

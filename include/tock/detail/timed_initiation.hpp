@@ -2,22 +2,15 @@
 #ifndef TOCK_DETAIL_TIMED_INITIATION_HPP
 #define TOCK_DETAIL_TIMED_INITIATION_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/timed_op.hpp>
 #include <tock/error.hpp>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/system_executor.hpp>
 
 #include <concepts>
 #include <type_traits>
 #include <utility>
 
 namespace tock::detail {
-
-namespace asio = boost::asio;
 
 // The executor an operation's handler runs on by default: the initiation's (its I/O object's), as Asio's
 // operations decide it.
@@ -46,7 +39,7 @@ struct first_signature_args<R(Args...)> {
     if constexpr (std::is_same_v<First, error_code>)
       std::move(h)(ec, Rest{}...);
     else
-      throw boost::system::system_error(ec);
+      throw sys::system_error(ec);
   }
 };
 

@@ -2,19 +2,11 @@
 #ifndef TOCK_DETAIL_TIMED_OP_HPP
 #define TOCK_DETAIL_TIMED_OP_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
-
-#include <boost/asio/associated_allocator.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/associator.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/error.hpp>
 
 #include <atomic>
 #include <memory>
@@ -23,8 +15,6 @@
 #include <utility>
 
 namespace tock::detail {
-
-namespace asio = boost::asio;
 
 // One operation started with tock::timeout or a deadline's bind(). It is two things at once: the handler
 // the operation completes (through timed_handler), and an entry of the timer service (a `Link`:
@@ -267,7 +257,7 @@ class timed_handler {
 
 }  // namespace tock::detail
 
-namespace boost::asio {
+namespace TOCK_ASIO_NAMESPACE {
 
 template <template <typename, typename> class Associator, typename Op, typename DefaultCandidate>
 struct associator<Associator, tock::detail::timed_handler<Op>, DefaultCandidate> {
@@ -284,6 +274,6 @@ struct associator<Associator, tock::detail::timed_handler<Op>, DefaultCandidate>
   }
 };
 
-}  // namespace boost::asio
+}  // namespace TOCK_ASIO_NAMESPACE
 
 #endif

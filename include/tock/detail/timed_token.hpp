@@ -4,21 +4,13 @@
 #ifndef TOCK_DETAIL_TIMED_TOKEN_HPP
 #define TOCK_DETAIL_TIMED_TOKEN_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/timed_initiation.hpp>
-
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/redirect_error.hpp>
 
 #include <type_traits>
 #include <utility>
 
 namespace tock::detail {
-
-namespace asio = boost::asio;
 
 // A timed token T (a tock token, or an Asio adapter around one) specialises this with
 //   using inner_type;      the token the operation completes, deadline removed (adapters kept, innermost first)
@@ -129,24 +121,28 @@ struct timed_token_traits<asio::as_tuple_t<T>> {
 
 // These are more specialised than Asio's own (constrained on a timed target), so they are chosen for a timed
 // token; they keep Asio's shapes (one signature for the binders and redirect_error, any number for as_tuple).
+namespace TOCK_ASIO_NAMESPACE {
+
 template <tock::detail::timed_token T, typename Slot, typename Signature>
-struct boost::asio::async_result<boost::asio::cancellation_slot_binder<T, Slot>, Signature>
-    : tock::detail::timed_async_result<boost::asio::cancellation_slot_binder<T, Slot>, Signature> {};
+struct async_result<asio::cancellation_slot_binder<T, Slot>, Signature>
+    : tock::detail::timed_async_result<asio::cancellation_slot_binder<T, Slot>, Signature> {};
 
 template <tock::detail::timed_token T, typename Executor, typename Signature>
-struct boost::asio::async_result<boost::asio::executor_binder<T, Executor>, Signature>
-    : tock::detail::timed_async_result<boost::asio::executor_binder<T, Executor>, Signature> {};
+struct async_result<asio::executor_binder<T, Executor>, Signature>
+    : tock::detail::timed_async_result<asio::executor_binder<T, Executor>, Signature> {};
 
 template <tock::detail::timed_token T, typename Allocator, typename Signature>
-struct boost::asio::async_result<boost::asio::allocator_binder<T, Allocator>, Signature>
-    : tock::detail::timed_async_result<boost::asio::allocator_binder<T, Allocator>, Signature> {};
+struct async_result<asio::allocator_binder<T, Allocator>, Signature>
+    : tock::detail::timed_async_result<asio::allocator_binder<T, Allocator>, Signature> {};
 
 template <tock::detail::timed_token T, typename Signature>
-struct boost::asio::async_result<boost::asio::redirect_error_t<T>, Signature>
-    : tock::detail::timed_async_result<boost::asio::redirect_error_t<T>, Signature> {};
+struct async_result<asio::redirect_error_t<T>, Signature>
+    : tock::detail::timed_async_result<asio::redirect_error_t<T>, Signature> {};
 
 template <tock::detail::timed_token T, typename... Signatures>
-struct boost::asio::async_result<boost::asio::as_tuple_t<T>, Signatures...>
-    : tock::detail::timed_async_result<boost::asio::as_tuple_t<T>, Signatures...> {};
+struct async_result<asio::as_tuple_t<T>, Signatures...>
+    : tock::detail::timed_async_result<asio::as_tuple_t<T>, Signatures...> {};
+
+}  // namespace TOCK_ASIO_NAMESPACE
 
 #endif

@@ -2,13 +2,12 @@
 #ifndef TOCK_DETAIL_TIMER_DRIVER_HPP
 #define TOCK_DETAIL_TIMER_DRIVER_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/driver.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_queue.hpp>
 #include <tock/error.hpp>
-
-#include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <chrono>

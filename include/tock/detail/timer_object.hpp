@@ -2,11 +2,10 @@
 #ifndef TOCK_DETAIL_TIMER_OBJECT_HPP
 #define TOCK_DETAIL_TIMER_OBJECT_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/compact_executor.hpp>
 #include <tock/error.hpp>
 #include <tock/timer_service.hpp>
-
-#include <boost/asio/async_result.hpp>
 
 #include <utility>
 

@@ -2,23 +2,16 @@
 #ifndef TOCK_DETAIL_WAIT_HANDLERS_HPP
 #define TOCK_DETAIL_WAIT_HANDLERS_HPP
 
+#include <tock/config.hpp>
 #include <tock/detail/op_memory.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_op.hpp>
-
-#include <boost/asio/append.hpp>
-#include <boost/asio/associated_allocator.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/error.hpp>
 
 #include <memory>
 #include <type_traits>
 #include <utility>
 
 namespace tock::detail {
-
-namespace asio = boost::asio;
 
 // Operations are allocated through the handler's associated allocator; by default tock's thread-local cache
 // (op_memory.hpp), so that a handler that waits again reuses the memory its last wait released.

@@ -1,0 +1,129 @@
+// tock/config.hpp: the one place that picks the Asio tock is built on, and the only header that names it.
+//
+// Boost.Asio by default (`boost::asio`, `boost::system::error_code`); standalone Asio (`asio`, `std::error_code`)
+// when TOCK_STANDALONE_ASIO is defined, as the CMake option TOCK_ASIO=standalone does for the tock target and
+// its users. Every other tock file spells Asio `asio::` and its error types `sys::` (the aliases
+// tock::asio and tock::sys below). Both backends need Asio
+// >= 1.26 (Boost >= 1.81): tock uses asio::associator and the cancellation-slot API of that release.
+#ifndef TOCK_CONFIG_HPP
+#define TOCK_CONFIG_HPP
+
+#if defined(TOCK_STANDALONE_ASIO)
+
+#if !defined(ASIO_STANDALONE)
+#define ASIO_STANDALONE
+#endif
+#include <asio/version.hpp>
+
+#include <system_error>
+
+#define TOCK_ASIO_VERSION ASIO_VERSION
+// For specializations, which must be declared in Asio's own namespace, and for error-code traits.
+#define TOCK_ASIO_NAMESPACE asio
+#define TOCK_SYSTEM_NAMESPACE std
+
+#include <asio/any_io_executor.hpp>
+#include <asio/append.hpp>
+#include <asio/as_tuple.hpp>
+#include <asio/associated_allocator.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/associator.hpp>
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/basic_waitable_timer.hpp>
+#include <asio/bind_allocator.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/error.hpp>
+#include <asio/execution/context.hpp>
+#include <asio/execution/executor.hpp>
+#include <asio/execution/outstanding_work.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/is_executor.hpp>
+#include <asio/post.hpp>
+#include <asio/prefer.hpp>
+#include <asio/query.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/strand.hpp>
+#include <asio/system_executor.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/wait_traits.hpp>
+
+#else
+
+#include <boost/asio/version.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+
+#define TOCK_ASIO_VERSION BOOST_ASIO_VERSION
+#define TOCK_ASIO_NAMESPACE boost::asio
+#define TOCK_SYSTEM_NAMESPACE boost::system
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/executor.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/is_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/wait_traits.hpp>
+
+#endif
+
+#if TOCK_ASIO_VERSION < 102600
+#error "tock needs Asio >= 1.26 (Boost >= 1.81, or standalone Asio >= 1.26): it uses asio::associator"
+#endif
+
+namespace tock {
+
+// The Asio tock is built on: boost::asio or ::asio.
+namespace asio = ::TOCK_ASIO_NAMESPACE;
+
+// The namespace of that Asio's error types (error_code, system_error, error_category...): boost::system or std.
+namespace sys = ::TOCK_SYSTEM_NAMESPACE;
+
+// The error code every tock completion carries.
+using error_code = sys::error_code;
+
+namespace detail {
+
+// Whether this Asio's basic_waitable_timer still has its deprecated members (expires_at() as a getter,
+// expires_from_now, cancel(ec)...): Boost.Asio 1.81 does unless BOOST_ASIO_NO_DEPRECATED is defined, Asio
+// 1.38 has none. tock::basic_timer offers them exactly when this holds, so old code moves over unchanged.
+inline constexpr bool asio_timer_has_deprecated_members =
+    requires(asio::basic_waitable_timer<std::chrono::steady_clock>& t) { t.expires_from_now(); };
+
+}  // namespace detail
+}  // namespace tock
+
+#endif
