@@ -10,14 +10,14 @@ namespace tock {
 
 using error_code = boost::system::error_code;
 
-// Errors tock itself reports. Cancellation is reported as boost::asio::error::operation_aborted, as Asio does.
+/// Errors tock itself reports. Cancellation is reported as boost::asio::error::operation_aborted, as Asio does.
 enum class error {
-  timed_out = 1,          // a deadline passed before the operation completed; matches std::errc::timed_out
-  capacity_exceeded = 2,  // the service already holds as many pending waits as its capacity allows
-  shut_down = 3,          // the service's execution context has been shut down
+  timed_out = 1,          ///< a deadline passed before the operation completed; matches std::errc::timed_out
+  capacity_exceeded = 2,  ///< the service already holds as many pending waits as its capacity allows
+  shut_down = 3,          ///< the service's execution context has been shut down
 };
 
-// The category of tock::error. Thread-safe; the object lives for the whole program.
+/// The category of tock::error. Thread-safe; the object lives for the whole program.
 const boost::system::error_category& error_category() noexcept;
 
 inline error_code make_error_code(error e) noexcept { return error_code(static_cast<int>(e), error_category()); }

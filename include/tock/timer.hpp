@@ -8,7 +8,7 @@
 
 namespace tock {
 
-// The timer most code wants: std::chrono::steady_clock, any_io_executor.
+/// The timer most code wants: std::chrono::steady_clock, any_io_executor.
 using timer = basic_timer<std::chrono::steady_clock>;
 
 }  // namespace tock
