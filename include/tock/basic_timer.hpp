@@ -29,16 +29,20 @@ namespace tock {
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_timer {
  public:
+  ///@{
+  /// The executor, the clock and its types, the wait traits and the service, as asio::basic_waitable_timer's.
   using executor_type = Executor;
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
   using traits_type = WaitTraits;
   using service_type = basic_timer_service<Clock, WaitTraits>;
+  ///@}
 
   /// Rebinds the timer type to another executor.
   template <typename Executor1>
   struct rebind_executor {
+    /// The timer type on `Executor1`.
     using other = basic_timer<Clock, WaitTraits, Executor1>;
   };
 
@@ -54,6 +58,7 @@ class basic_timer {
   /// A timer that expires at `t`.
   basic_timer(const executor_type& ex, const time_point& t) : object_(ex, t) {}
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_timer(ExecutionContext& ctx, const time_point& t) : basic_timer(executor_type(ctx.get_executor()), t) {}
@@ -64,6 +69,7 @@ class basic_timer {
   basic_timer(const executor_type& ex, const std::chrono::duration<Rep, Period>& d)
       : object_(ex, detail::saturating_add(Clock::now(), d)) {}
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_timer(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
@@ -83,6 +89,7 @@ class basic_timer {
     return *this;
   }
 
+  /// The same from a timer with another executor type that converts to this one.
   template <typename Executor1, std::enable_if_t<std::is_convertible_v<Executor1, Executor>, int> = 0>
   basic_timer& operator=(basic_timer<Clock, WaitTraits, Executor1>&& other) {
     object_.assign(std::move(other.object_), time_point());
@@ -107,12 +114,14 @@ class basic_timer {
   /// The expiry as an absolute time. O(1).
   time_point expiry() const { return object_.service().expiry(object_.impl()); }
 
+  ///@{
   /// How late its waits may complete: in [expiry, expiry + slack], so that the service can complete several
   /// at one wake-up (tock's, not Asio's; a new timer takes the service's default_slack(), 0 unless set).
   /// set_slack applies to pending waits too; throws std::invalid_argument if `slack` < 0, with nothing
   /// changed. O(1) / O(log N).
   duration slack() const noexcept { return object_.impl().slack; }
   void set_slack(const duration& slack) { object_.service().set_slack(object_.impl(), slack); }
+  ///@}
 
   /// Aborts pending waits and sets the expiry; returns how many waits were aborted. O(waits): a later
   /// expiry does not touch the heap, the timer is re-keyed lazily when its old key surfaces.

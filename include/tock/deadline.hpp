@@ -35,15 +35,19 @@ class deadline_bound_token;
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_deadline {
  public:
+  ///@{
+  /// The executor, the clock and its types, and the service.
   using executor_type = Executor;
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
   using service_type = basic_timer_service<Clock, WaitTraits>;
+  ///@}
 
   /// A deadline at time_point::max() (never) on `ex`'s io_context.
   explicit basic_deadline(const executor_type& ex) : object_(ex, time_point::max()) {}
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   explicit basic_deadline(ExecutionContext& ctx) : basic_deadline(executor_type(ctx.get_executor())) {}
@@ -54,6 +58,7 @@ class basic_deadline {
     expires_after(d);
   }
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_deadline(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
@@ -62,6 +67,7 @@ class basic_deadline {
   /// A deadline at `t`.
   basic_deadline(const executor_type& ex, const time_point& t) : basic_deadline(ex) { expires_at(t); }
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_deadline(ExecutionContext& ctx, const time_point& t) : basic_deadline(executor_type(ctx.get_executor()), t) {}
@@ -88,9 +94,11 @@ class basic_deadline {
   /// The deadline as an absolute time (time_point::max() if never). O(1).
   time_point expiry() const noexcept { return object_.impl().expiry(); }
 
+  ///@{
   /// How late its waits and bound operations may complete, as basic_timer::slack(). O(1) / O(log N).
   duration slack() const noexcept { return object_.impl().slack; }
   void set_slack(const duration& slack) { object_.service().set_slack(object_.impl(), slack); }
+  ///@}
 
   /// Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
   /// re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
@@ -135,23 +143,32 @@ using deadline = basic_deadline<std::chrono::steady_clock>;
 template <typename Deadline, typename Token>
 class deadline_bound_token {
  public:
+  /// `token`, cancelled with `type` when `d` passes (basic_deadline::bind makes it).
   deadline_bound_token(Deadline& d, Token token, asio::cancellation_type type)
       : deadline_(&d), token_(std::move(token)), type_(type) {}
 
+  /// The wrapped completion token.
   Token& token() noexcept { return token_; }
 
   /// Where the operation's entry goes: among the deadline's waits.
   class registrar {
    public:
+    ///@{
+    /// The entry an operation gets (a wait among the deadline's), and the service that keeps it.
     using link_type = detail::wait_op;
     using service_type = typename Deadline::service_type;
+    ///@}
 
+    /// For the deadline `d`, cancelling with `type`.
     registrar(Deadline* d, asio::cancellation_type type) noexcept : deadline_(d), type_(type) {}
+    /// The deadline's service, whatever the operation's executor. O(1).
     template <typename Executor>
     service_type& service_for(const Executor&) const noexcept {
       return deadline_->object_.service();
     }
+    /// Adds the operation's entry to the deadline's waits, as basic_timer_service::attach.
     error_code add(service_type& s, detail::wait_op& entry) const { return s.attach(deadline_->object_.impl(), entry); }
+    /// The cancellation emitted on the operation when the deadline passes.
     asio::cancellation_type type() const noexcept { return type_; }
 
    private:
@@ -159,6 +176,7 @@ class deadline_bound_token {
     asio::cancellation_type type_;
   };
 
+  /// Where the operation's entry goes, for its initiation (detail/timed_initiation.hpp).
   registrar make_registrar() const noexcept { return registrar(deadline_, type_); }
 
  private:

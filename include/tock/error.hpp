@@ -8,6 +8,7 @@
 
 namespace tock {
 
+/// The error code tock reports: boost::system's.
 using error_code = boost::system::error_code;
 
 /// Errors tock itself reports. Cancellation is reported as boost::asio::error::operation_aborted, as Asio does.
@@ -20,11 +21,15 @@ enum class error {
 /// The category of tock::error. Thread-safe; the object lives for the whole program.
 const boost::system::error_category& error_category() noexcept;
 
+/// `e` as an error_code of error_category() (Boost.System finds it by ADL). O(1), thread-safe.
 inline error_code make_error_code(error e) noexcept { return error_code(static_cast<int>(e), error_category()); }
 
 }  // namespace tock
 
+// Makes tock::error an error code enum. Kept out of the reference: Doxygen has no boost::system scope to put it in.
+/// \cond
 template <>
 struct boost::system::is_error_code_enum<tock::error> : std::true_type {};
+/// \endcond
 
 #endif

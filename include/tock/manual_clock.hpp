@@ -36,11 +36,14 @@ class manual_driver;
 /// advancing, or advance from another thread. There is one manual time per process: tests that share it
 /// should measure from now(), not from zero.
 struct manual_clock {
+  ///@{
+  /// What std::chrono asks of a clock: nanoseconds since the clock's zero, steady.
   using duration = std::chrono::nanoseconds;
   using rep = duration::rep;
   using period = duration::period;
   using time_point = std::chrono::time_point<manual_clock>;
   static constexpr bool is_steady = true;
+  ///@}
 
   /// The virtual time. O(1), thread-safe.
   static time_point now() noexcept { return time_point(duration(state().now.load(std::memory_order_acquire))); }

@@ -121,14 +121,18 @@ class basic_periodic_timer {
   using state = detail::periodic_state<Clock, WaitTraits, Executor>;
 
  public:
+  ///@{
+  /// The executor, the clock and its types.
   using executor_type = Executor;
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
+  ///@}
 
   /// Rebinds the periodic timer type to another executor.
   template <typename Executor1>
   struct rebind_executor {
+    /// The periodic timer type on `Executor1`.
     using other = basic_periodic_timer<Clock, WaitTraits, Executor1>;
   };
 
@@ -147,11 +151,13 @@ class basic_periodic_timer {
     state_->policy = policy;
   }
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_periodic_timer(ExecutionContext& ctx, const duration& period, missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), period, policy) {}
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_periodic_timer(ExecutionContext& ctx, const time_point& first, const duration& period,
@@ -182,9 +188,11 @@ class basic_periodic_timer {
   /// The executor given at construction (a moved-from timer keeps it). O(1).
   executor_type get_executor() const noexcept { return executor_; }
 
+  ///@{
   /// The period and the policy. O(1).
   duration period() const { return get().period; }
   missed_ticks policy() const { return get().policy; }
+  ///@}
 
   /// When the next wait completes: the next tick's time (under delay, once a tick completed and until the
   /// next wait starts: one period from now). O(1).
@@ -193,12 +201,14 @@ class basic_periodic_timer {
     return s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
   }
 
+  ///@{
   /// How late a tick may complete, as basic_timer::slack(); the grid does not move. O(1) / O(log N).
   duration slack() const { return get().timer->impl().slack; }
   void set_slack(const duration& slack) {
     auto& t = *get().timer;
     t.service().set_slack(t.impl(), slack);
   }
+  ///@}
 
   /// How many ticks have completed so far. O(1).
   std::uint64_t ticks() const { return get().ticks; }

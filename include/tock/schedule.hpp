@@ -43,6 +43,7 @@ class task_handle {
  public:
   /// An empty handle: cancel() returns false, scheduled() false, the counts 0.
   task_handle() noexcept = default;
+  /// The handle of `task` (schedule_at_fixed_rate and schedule_with_fixed_delay make it).
   explicit task_handle(std::shared_ptr<detail::task_control> task) noexcept : task_(std::move(task)) {}
 
   /// No run starts after this returns; true if it stopped a scheduled task. A run starts when, on the

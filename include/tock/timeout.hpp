@@ -36,10 +36,14 @@ struct timeout_spec {
 template <typename Token, typename Clock = std::chrono::steady_clock>
 class timeout_t {
  public:
+  /// The clock the deadline is on.
   using clock_type = Clock;
+  /// `token` with the deadline `spec` (tock::timeout and tock::timeout_at make it).
   timeout_t(Token token, const detail::timeout_spec<Clock>& spec) : token_(std::move(token)), spec_(spec) {}
 
+  /// The wrapped completion token.
   Token& token() noexcept { return token_; }
+  /// When the deadline is (a delay after the initiation, or a time point) and the cancellation it emits.
   const detail::timeout_spec<Clock>& spec() const noexcept { return spec_; }
 
  private:

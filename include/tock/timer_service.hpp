@@ -54,12 +54,16 @@ inline std::atomic<std::uint64_t> service_epoch{1};
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>>
 class basic_timer_service : public asio::execution_context::service {
  public:
+  ///@{
+  /// The clock and its types, the wait traits, and a timer's entry in the service (basic_timer's implementation).
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
   using traits_type = WaitTraits;
   using implementation_type = detail::timer_node<time_point>;
+  ///@}
 
+  /// The service's key among its context's services (Asio's service id).
   static asio::execution_context::id id;
 
   /// Called by asio::use_service<basic_timer_service>(io_context&).
@@ -118,6 +122,7 @@ class basic_timer_service : public asio::execution_context::service {
     queue_.set_capacity(n);
   }
 
+  ///@{
   /// How late an entry may fire, for timers created and sleeps and timeouts started from now on that name
   /// none (0 unless set): they fire in [deadline, deadline + slack], so that one wake-up serves many. O(1),
   /// lock-free. set_default_slack throws std::invalid_argument, with nothing changed, if `slack` < 0.
@@ -125,6 +130,7 @@ class basic_timer_service : public asio::execution_context::service {
   void set_default_slack(const duration& slack) {
     default_slack_.store(checked_slack(slack), std::memory_order_relaxed);
   }
+  ///@}
 
   /// A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
   timer_stats stats() const {
@@ -142,6 +148,7 @@ class basic_timer_service : public asio::execution_context::service {
   // threads without synchronisation (as for Asio's timers), the service itself may be. Calls that only take
   // waits out never allocate and never throw.
 
+  /// Gives a new timer's entry the default slack. O(1).
   void construct(implementation_type& impl) noexcept { impl.slack = default_slack(); }
 
   /// Aborts the timer's waits (operation_aborted) and removes it from the heap.
@@ -159,6 +166,7 @@ class basic_timer_service : public asio::execution_context::service {
     queue_.move_timer(to, from, from_expiry);
   }
 
+  /// The timer's expiry. O(1).
   time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry(); }
 
   /// Sets how late the timer's waits may fire; pending waits too (an earlier latest time re-keys them).

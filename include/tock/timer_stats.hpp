@@ -30,20 +30,25 @@ struct timer_stats {
   /// Heap re-keys: a lazily extended key that surfaced (a periodic tick's, each tick), an earlier move or
   /// slack, a new wait on a timer left behind.
   std::uint64_t rekeys = 0;
+  ///@{
   /// Pending now, and the most pending at once.
   std::size_t pending = 0;
   std::size_t peak_pending = 0;
+  ///@}
+  ///@{
   /// The driver's Asio timer (re-)armed; fired while still the current arming; and such wake-ups that
   /// completed nothing (they only re-keyed lazy keys, the price of lazy extension, or dropped timers left
   /// without waits).
   std::uint64_t driver_arms = 0;
   std::uint64_t wakeups = 0;
   std::uint64_t empty_wakeups = 0;
+  ///@}
 
   /// Lateness of each firing (the batch's time - the deadline), in log-spaced buckets: bucket 0 holds 0 ns,
   /// bucket b >= 1 holds [2^(b-1), 2^b) ns. Every firing is sampled, including a wait cancelled after it fired
   /// (then counted aborted, not fired), so the buckets may sum to more than `fired`.
   std::array<std::uint64_t, 64> lateness_buckets{};
+  /// The largest lateness of a firing.
   std::chrono::nanoseconds max_lateness{0};
 
   /// The lateness that a fraction `q` (0..1) of fired entries did not exceed, as the upper bound of its
@@ -71,8 +76,11 @@ struct timer_stats {
   /// The books balance: every accepted wait is pending or ended once (see above). O(1).
   bool balanced() const noexcept { return started == fired + aborted + withdrawn + pending; }
 
+  ///@{
+  /// The median and the 99th percentile lateness: lateness_quantile(0.5) and (0.99). O(64).
   std::chrono::nanoseconds p50() const noexcept { return lateness_quantile(0.5); }
   std::chrono::nanoseconds p99() const noexcept { return lateness_quantile(0.99); }
+  ///@}
 
   /// The bucket of a lateness. O(1).
   static std::size_t bucket_of(std::chrono::nanoseconds late) noexcept {
