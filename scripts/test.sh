@@ -23,6 +23,7 @@ declare -A cmake_args=(
 # Checks that are scripts of their own; each counts as one test.
 declare -A script_checks=(
     [format]="bash scripts/format.sh --check"
+    [docs]="bash scripts/docs.sh"
     [fuzz]="bash scripts/fuzz.sh 60"
     [soak]="bash scripts/soak.sh 1"
 )
@@ -57,7 +58,7 @@ run_config() {
 }
 
 configs=("$@")
-[[ ${#configs[@]} -eq 0 ]] && configs=(format release asan tsan clang fuzz soak)
+[[ ${#configs[@]} -eq 0 ]] && configs=(format docs release asan tsan clang fuzz soak)
 passed=0 failed=0 status=0 report=()
 for name in "${configs[@]}"; do
     [[ -v cmake_args[$name] || -v script_checks[$name] ]] || { echo "unknown configuration: $name" >&2; exit 2; }

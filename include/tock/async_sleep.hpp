@@ -64,10 +64,10 @@ class initiate_sleep_on_handler_executor {
 
 }  // namespace detail
 
-// Completes with void(error_code) at `t` (success), or with operation_aborted when the handler's cancellation
-// slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
-// It may complete up to the service's default_slack() late. O(log N); at most one allocation, through the
-// handler's associated allocator. Thread-safe.
+/// Completes with void(error_code) at `t` (success), or with operation_aborted when the handler's cancellation
+/// slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
+/// It may complete up to the service's default_slack() late. O(log N); at most one allocation, through the
+/// handler's associated allocator. Thread-safe.
 template <typename Executor, typename Clock, typename Duration,
           typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
@@ -77,8 +77,8 @@ auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, 
                                                        detail::to_clock_time_point(t));
 }
 
-// The same, completing in [t, t + slack] (slack >= 0, else std::invalid_argument): the service may complete
-// it with other entries at one wake-up.
+/// The same, completing in [t, t + slack] (slack >= 0, else std::invalid_argument): the service may complete
+/// it with other entries at one wake-up.
 template <typename Executor, typename Clock, typename Duration, typename Rep, typename Period,
           typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
@@ -90,7 +90,7 @@ auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, 
                                                        detail::saturating_cast<typename Clock::duration>(slack));
 }
 
-// The same on `ctx`'s executor.
+/// The same on `ctx`'s executor.
 template <typename ExecutionContext, typename Clock, typename Duration,
           typename Token = asio::default_completion_token_t<typename ExecutionContext::executor_type>,
           std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
@@ -99,8 +99,8 @@ auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Cloc
   return tock::async_sleep_until(ctx.get_executor(), t, std::forward<Token>(token));
 }
 
-// Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
-// Same completions, cost and thread safety as async_sleep_until.
+/// Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
+/// Same completions, cost and thread safety as async_sleep_until.
 template <typename Executor, typename Rep, typename Period, typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
@@ -109,7 +109,7 @@ auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period
                                  std::forward<Token>(token));
 }
 
-// The same, completing up to `slack` late (see async_sleep_until).
+/// The same, completing up to `slack` late (see async_sleep_until).
 template <typename Executor, typename Rep, typename Period, typename Rep2, typename Period2,
           typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
@@ -120,7 +120,7 @@ auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period
                                  std::forward<Token>(token));
 }
 
-// The same on `ctx`'s executor.
+/// The same on `ctx`'s executor.
 template <typename ExecutionContext, typename Rep, typename Period,
           typename Token = asio::default_completion_token_t<typename ExecutionContext::executor_type>,
           std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
@@ -129,15 +129,15 @@ auto async_sleep_for(ExecutionContext& ctx, const std::chrono::duration<Rep, Per
   return tock::async_sleep_for(ctx.get_executor(), d, std::forward<Token>(token));
 }
 
-// `co_await tock::sleep_until(t);` inside asio::awaitable<>: sleeps on the coroutine's own executor. Throws
-// sys::system_error(operation_aborted) if the coroutine's cancellation slot is emitted.
+/// `co_await tock::sleep_until(t);` inside asio::awaitable<>: sleeps on the coroutine's own executor. Throws
+/// sys::system_error(operation_aborted) if the coroutine's cancellation slot is emitted.
 template <typename Clock, typename Duration>
 asio::awaitable<void> sleep_until(const std::chrono::time_point<Clock, Duration>& t) {
   return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
       detail::initiate_sleep_on_handler_executor<Clock>(), asio::use_awaitable, detail::to_clock_time_point(t));
 }
 
-// `co_await tock::sleep_for(100ms);` inside asio::awaitable<>: as sleep_until(steady_clock::now() + d).
+/// `co_await tock::sleep_for(100ms);` inside asio::awaitable<>: as sleep_until(steady_clock::now() + d).
 template <typename Rep, typename Period>
 asio::awaitable<void> sleep_for(const std::chrono::duration<Rep, Period>& d) {
   return tock::sleep_until(detail::saturating_add(std::chrono::steady_clock::now(), d));

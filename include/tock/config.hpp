@@ -14,7 +14,6 @@
 #define ASIO_STANDALONE
 #endif
 #include <asio/version.hpp>
-
 #include <system_error>
 
 #define TOCK_ASIO_VERSION ASIO_VERSION
@@ -106,13 +105,13 @@
 
 namespace tock {
 
-// The Asio tock is built on: boost::asio or ::asio.
+/// The Asio tock is built on: boost::asio, or standalone Asio's namespace asio.
 namespace asio = ::TOCK_ASIO_NAMESPACE;
 
-// The namespace of that Asio's error types (error_code, system_error, error_category...): boost::system or std.
+/// The namespace of that Asio's error types (error_code, system_error, error_category...): boost::system or std.
 namespace sys = ::TOCK_SYSTEM_NAMESPACE;
 
-// The error code every tock completion carries.
+/// The error code every tock completion carries: sys::error_code.
 using error_code = sys::error_code;
 
 namespace detail {

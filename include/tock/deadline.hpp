@@ -18,55 +18,61 @@ namespace tock {
 template <typename Deadline, typename Token>
 class deadline_bound_token;
 
-// A deadline that moves without completing anything: expires_after()/expires_at() re-aim pending waits and
-// bound operations at the new time (Beast's tcp_stream::expires_after, for any operation and with no timer
-// per stream). Operations started with bind(token) are cancelled and report tock::error::timed_out when the
-// deadline passes; async_wait() completes then. Use one deadline per direction for distinct read and write
-// limits. Destroying or cancel()ing it aborts its waits and cancels its bound operations (operation_aborted).
-//
-// Thread safety: distinct objects: safe. Shared objects: unsafe (the lock-free later move relies on it: only
-// the owner writes the expiry). Bound operations on a context run by several threads need a strand, as
-// every per-operation cancellation does in Asio.
+/// A deadline that moves without completing anything: expires_after()/expires_at() re-aim pending waits and
+/// bound operations at the new time (Beast's tcp_stream::expires_after, for any operation and with no timer
+/// per stream). Operations started with bind(token) are cancelled and report tock::error::timed_out when the
+/// deadline passes; async_wait() completes then. Use one deadline per direction for distinct read and write
+/// limits. Destroying or cancel()ing it aborts its waits and cancels its bound operations (operation_aborted).
+///
+/// Thread safety: distinct objects: safe. Shared objects: unsafe (the lock-free later move relies on it: only
+/// the owner writes the expiry). Bound operations on a context run by several threads need a strand, as
+/// every per-operation cancellation does in Asio.
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_deadline {
  public:
+  ///@{
+  /// The executor, the clock and its types, and the service.
   using executor_type = Executor;
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
   using service_type = basic_timer_service<Clock, WaitTraits>;
+  ///@}
 
-  // A deadline at time_point::max() (never) on `ex`'s io_context.
+  /// A deadline at time_point::max() (never) on `ex`'s io_context.
   explicit basic_deadline(const executor_type& ex) : object_(ex, time_point::max()) {}
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   explicit basic_deadline(ExecutionContext& ctx) : basic_deadline(executor_type(ctx.get_executor())) {}
 
-  // A deadline `d` from now (any duration type, saturating).
+  /// A deadline `d` from now (any duration type, saturating).
   template <typename Rep, typename Period>
   basic_deadline(const executor_type& ex, const std::chrono::duration<Rep, Period>& d) : basic_deadline(ex) {
     expires_after(d);
   }
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_deadline(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d)
       : basic_deadline(executor_type(ctx.get_executor()), d) {}
 
-  // A deadline at `t`.
+  /// A deadline at `t`.
   basic_deadline(const executor_type& ex, const time_point& t) : basic_deadline(ex) { expires_at(t); }
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_deadline(ExecutionContext& ctx, const time_point& t) : basic_deadline(executor_type(ctx.get_executor()), t) {}
 
-  // Takes over `other`'s expiry, waits and bound operations. `other` is left as if constructed from its
-  // executor alone: same service and executor (a copy), expiry time_point::max(), usable. O(attached).
+  /// Takes over `other`'s expiry, waits and bound operations. `other` is left as if constructed from its
+  /// executor alone: same service and executor (a copy), expiry time_point::max(), usable. O(attached).
   basic_deadline(basic_deadline&& other) : object_(std::move(other.object_), time_point::max()) {}
 
-  // Aborts this deadline's waits and bound operations, then takes over `other`'s; `other` is left as after
-  // a move construction. O(attached).
+  /// Aborts this deadline's waits and bound operations, then takes over `other`'s; `other` is left as after
+  /// a move construction. O(attached).
   basic_deadline& operator=(basic_deadline&& other) {
     object_.assign(std::move(other.object_), time_point::max());
     return *this;
@@ -77,39 +83,41 @@ class basic_deadline {
 
   // Aborts waits and cancels bound operations. O(log N + attached). (timer_object's destructor)
 
-  // The executor given at construction (a copy; a moved-from deadline keeps it). O(1).
+  /// The executor given at construction (a copy; a moved-from deadline keeps it). O(1).
   executor_type get_executor() noexcept { return object_.get_executor(); }
 
-  // The deadline as an absolute time (time_point::max() if never). O(1).
+  /// The deadline as an absolute time (time_point::max() if never). O(1).
   time_point expiry() const noexcept { return object_.impl().expiry(); }
 
-  // How late its waits and bound operations may complete, as basic_timer::slack(). O(1) / O(log N).
+  ///@{
+  /// How late its waits and bound operations may complete, as basic_timer::slack(). O(1) / O(log N).
   duration slack() const noexcept { return object_.impl().slack; }
   void set_slack(const duration& slack) { object_.service().set_slack(object_.impl(), slack); }
+  ///@}
 
-  // Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
-  // re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
+  /// Moves the deadline; waits and bound operations now wait for `t`. Later: O(1), the heap entry is
+  /// re-keyed lazily when its old key surfaces; earlier: O(log N). time_point::max() means never.
   void expires_at(const time_point& t) { object_.service().move_expiry(object_.impl(), t); }
 
-  // The same, `d` from now (any duration type, saturating; a negative `d` is due at once).
+  /// The same, `d` from now (any duration type, saturating; a negative `d` is due at once).
   template <typename Rep, typename Period>
   void expires_after(const std::chrono::duration<Rep, Period>& d) {
     expires_at(detail::saturating_add(Clock::now(), d));
   }
 
-  // Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
+  /// Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
   std::size_t cancel() { return object_.service().cancel(object_.impl()); }
 
-  // Completes with void(error_code) when the deadline passes (success), or operation_aborted on cancel()
-  // or destruction. O(log N) for the first wait or bound operation, O(attached) after.
+  /// Completes with void(error_code) when the deadline passes (success), or operation_aborted on cancel()
+  /// or destruction. O(log N) for the first wait or bound operation, O(attached) after.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
     return object_.async_wait(std::forward<WaitToken>(token));
   }
 
-  // A completion token for any Asio operation supporting per-operation cancellation: the operation is
-  // cancelled with `type` when this deadline passes and its operation_aborted becomes tock::error::timed_out.
-  // One allocation per operation, through the handler's allocator; no heap slot beyond the deadline's one.
+  /// A completion token for any Asio operation supporting per-operation cancellation: the operation is
+  /// cancelled with `type` when this deadline passes and its operation_aborted becomes tock::error::timed_out.
+  /// One allocation per operation, through the handler's allocator; no heap slot beyond the deadline's one.
   template <typename Token>
   deadline_bound_token<basic_deadline, std::decay_t<Token>> bind(
       Token&& token, asio::cancellation_type type = asio::cancellation_type::terminal) {
@@ -123,30 +131,39 @@ class basic_deadline {
   detail::timer_object<Clock, WaitTraits, Executor> object_;
 };
 
-// The deadline most code wants: std::chrono::steady_clock, any_io_executor.
+/// The deadline most code wants: std::chrono::steady_clock, any_io_executor.
 using deadline = basic_deadline<std::chrono::steady_clock>;
 
-// The token basic_deadline::bind returns.
+/// The token basic_deadline::bind returns.
 template <typename Deadline, typename Token>
 class deadline_bound_token {
  public:
+  /// `token`, cancelled with `type` when `d` passes (basic_deadline::bind makes it).
   deadline_bound_token(Deadline& d, Token token, asio::cancellation_type type)
       : deadline_(&d), token_(std::move(token)), type_(type) {}
 
+  /// The wrapped completion token.
   Token& token() noexcept { return token_; }
 
-  // Where the operation's entry goes: among the deadline's waits.
+  /// Where the operation's entry goes: among the deadline's waits.
   class registrar {
    public:
+    ///@{
+    /// The entry an operation gets (a wait among the deadline's), and the service that keeps it.
     using link_type = detail::wait_op;
     using service_type = typename Deadline::service_type;
+    ///@}
 
+    /// For the deadline `d`, cancelling with `type`.
     registrar(Deadline* d, asio::cancellation_type type) noexcept : deadline_(d), type_(type) {}
+    /// The deadline's service, whatever the operation's executor. O(1).
     template <typename Executor>
     service_type& service_for(const Executor&) const noexcept {
       return deadline_->object_.service();
     }
+    /// Adds the operation's entry to the deadline's waits, as basic_timer_service::attach.
     error_code add(service_type& s, detail::wait_op& entry) const { return s.attach(deadline_->object_.impl(), entry); }
+    /// The cancellation emitted on the operation when the deadline passes.
     asio::cancellation_type type() const noexcept { return type_; }
 
    private:
@@ -154,6 +171,7 @@ class deadline_bound_token {
     asio::cancellation_type type_;
   };
 
+  /// Where the operation's entry goes, for its initiation (detail/timed_initiation.hpp).
   registrar make_registrar() const noexcept { return registrar(deadline_, type_); }
 
  private:

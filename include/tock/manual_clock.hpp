@@ -23,29 +23,32 @@ namespace detail {
 class manual_driver;
 }
 
-// A steady clock whose time starts at zero and moves only through advance(): timers, deadlines and sleeps
-// on it (tock::basic_timer<tock::manual_clock>, tock::basic_deadline<tock::manual_clock>, async_sleep_until
-// with its time points) fire when a test moves time past them, and not before, however long the test takes.
-// Waits on it are outstanding work like any timer's, so drive the context with poll() (or run_one()) after
-// advancing, or advance from another thread. There is one manual time per process: tests that share it
-// should measure from now(), not from zero.
+/// A steady clock whose time starts at zero and moves only through advance(): timers, deadlines and sleeps
+/// on it (tock::basic_timer<tock::manual_clock>, tock::basic_deadline<tock::manual_clock>, async_sleep_until
+/// with its time points) fire when a test moves time past them, and not before, however long the test takes.
+/// Waits on it are outstanding work like any timer's, so drive the context with poll() (or run_one()) after
+/// advancing, or advance from another thread. There is one manual time per process: tests that share it
+/// should measure from now(), not from zero.
 struct manual_clock {
+  ///@{
+  /// What std::chrono asks of a clock: nanoseconds since the clock's zero, steady.
   using duration = std::chrono::nanoseconds;
   using rep = duration::rep;
   using period = duration::period;
   using time_point = std::chrono::time_point<manual_clock>;
   static constexpr bool is_steady = true;
+  ///@}
 
-  // The virtual time. O(1), thread-safe.
+  /// The virtual time. O(1), thread-safe.
   static time_point now() noexcept { return time_point(duration(state().now.load(std::memory_order_acquire))); }
 
-  // Moves time forward by `d` (nothing for d <= 0) and queues, on their contexts, the services whose next
-  // deadline has come. O(services using the clock); thread-safe.
+  /// Moves time forward by `d` (nothing for d <= 0) and queues, on their contexts, the services whose next
+  /// deadline has come. O(services using the clock); thread-safe.
   static void advance(duration d) {
     if (d > duration::zero()) advance_to(now() + d);
   }
 
-  // Moves time forward to `t` (nothing if `t` is not later than now()). Same as advance().
+  /// Moves time forward to `t` (nothing if `t` is not later than now()). Same as advance().
   static void advance_to(time_point t);
 
  private:

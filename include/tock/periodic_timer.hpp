@@ -17,11 +17,11 @@
 
 namespace tock {
 
-// What a periodic timer does about the ticks that passed while its loop was stalled or its handler slow.
+/// What a periodic timer does about the ticks that passed while its loop was stalled or its handler slow.
 enum class missed_ticks : unsigned char {
-  skip,   // drop them: the next tick is the first point of the grid after now (the default)
-  burst,  // deliver them back to back until caught up, staying on the grid
-  delay,  // start over: the next tick is one period after the wait that follows a tick starts
+  skip,   ///< drop them: the next tick is the first point of the grid after now (the default)
+  burst,  ///< deliver them back to back until caught up, staying on the grid
+  delay,  ///< start over: the next tick is one period after the wait that follows a tick starts
 };
 
 namespace detail {
@@ -101,36 +101,40 @@ class tick_handler {
 
 }  // namespace detail
 
-// A timer that completes a wait at each tick of a grid: every `period` from a first tick, each completion
-// reporting how many ticks it missed. One heap slot per timer, kept from tick to tick: a wait started from
-// the tick's handler re-keys it in place (one O(log N) sift, see timer_node.hpp rule 4) and moves its
-// expiry without a lock; no allocation per tick beyond the wait's own operation, which tock recycles.
-//
-// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers); the wait's handler
-// updates the timer's state when it runs or is destroyed, so run it where the timer is used (its executor
-// or strand).
+/// A timer that completes a wait at each tick of a grid: every `period` from a first tick, each completion
+/// reporting how many ticks it missed. One heap slot per timer, kept from tick to tick: a wait started from
+/// the tick's handler re-keys it in place (one O(log N) sift, see timer_node.hpp rule 4) and moves its
+/// expiry without a lock; no allocation per tick beyond the wait's own operation, which tock recycles.
+///
+/// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers); the wait's handler
+/// updates the timer's state when it runs or is destroyed, so run it where the timer is used (its executor
+/// or strand).
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_periodic_timer {
   using state = detail::periodic_state<Clock, WaitTraits, Executor>;
 
  public:
+  ///@{
+  /// The executor, the clock and its types.
   using executor_type = Executor;
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
+  ///@}
 
-  // Rebinds the periodic timer type to another executor.
+  /// Rebinds the periodic timer type to another executor.
   template <typename Executor1>
   struct rebind_executor {
+    /// The periodic timer type on `Executor1`.
     using other = basic_periodic_timer<Clock, WaitTraits, Executor1>;
   };
 
-  // Ticks every `period`, the first tick one period from now. Throws std::invalid_argument if `period` is
-  // not positive. Allocates once (the state, which stays put when the timer moves).
+  /// Ticks every `period`, the first tick one period from now. Throws std::invalid_argument if `period` is
+  /// not positive. Allocates once (the state, which stays put when the timer moves).
   basic_periodic_timer(const executor_type& ex, const duration& period, missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(ex, detail::saturating_add(Clock::now(), checked(period)), period, policy) {}
 
-  // Ticks every `period`, the first tick at `first` (a past time is due at once). Throws as above.
+  /// Ticks every `period`, the first tick at `first` (a past time is due at once). Throws as above.
   basic_periodic_timer(const executor_type& ex, const time_point& first, const duration& period,
                        missed_ticks policy = missed_ticks::skip)
       : executor_(ex), state_(std::make_shared<state>()) {
@@ -140,23 +144,25 @@ class basic_periodic_timer {
     state_->policy = policy;
   }
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_periodic_timer(ExecutionContext& ctx, const duration& period, missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), period, policy) {}
 
+  /// The same, on `ctx`'s executor.
   template <typename ExecutionContext,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
   basic_periodic_timer(ExecutionContext& ctx, const time_point& first, const duration& period,
                        missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), first, period, policy) {}
 
-  // Takes over `other`'s grid and pending wait; `other` keeps its executor and may be destroyed or assigned
-  // to (any other call throws std::logic_error). O(1), no allocation.
+  /// Takes over `other`'s grid and pending wait; `other` keeps its executor and may be destroyed or assigned
+  /// to (any other call throws std::logic_error). O(1), no allocation.
   basic_periodic_timer(basic_periodic_timer&& other) noexcept
       : executor_(other.executor_), state_(std::move(other.state_)) {}
 
-  // Aborts this timer's pending wait (operation_aborted), then takes over `other`'s.
+  /// Aborts this timer's pending wait (operation_aborted), then takes over `other`'s.
   basic_periodic_timer& operator=(basic_periodic_timer&& other) noexcept {
     if (this != &other) {
       release();
@@ -166,38 +172,42 @@ class basic_periodic_timer {
     return *this;
   }
 
-  // A pending wait completes with operation_aborted. O(log N).
+  /// A pending wait completes with operation_aborted. O(log N).
   ~basic_periodic_timer() { release(); }
 
   basic_periodic_timer(const basic_periodic_timer&) = delete;
   basic_periodic_timer& operator=(const basic_periodic_timer&) = delete;
 
-  // The executor given at construction (a moved-from timer keeps it). O(1).
+  /// The executor given at construction (a moved-from timer keeps it). O(1).
   executor_type get_executor() const noexcept { return executor_; }
 
-  // The period and the policy. O(1).
+  ///@{
+  /// The period and the policy. O(1).
   duration period() const { return get().period; }
   missed_ticks policy() const { return get().policy; }
+  ///@}
 
-  // When the next wait completes: the next tick's time (under delay, once a tick completed and until the
-  // next wait starts: one period from now). O(1).
+  /// When the next wait completes: the next tick's time (under delay, once a tick completed and until the
+  /// next wait starts: one period from now). O(1).
   time_point next_tick() const {
     const state& s = get();
     return s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
   }
 
-  // How late a tick may complete, as basic_timer::slack(); the grid does not move. O(1) / O(log N).
+  ///@{
+  /// How late a tick may complete, as basic_timer::slack(); the grid does not move. O(1) / O(log N).
   duration slack() const { return get().timer->impl().slack; }
   void set_slack(const duration& slack) {
     auto& t = *get().timer;
     t.service().set_slack(t.impl(), slack);
   }
+  ///@}
 
-  // How many ticks have completed so far. O(1).
+  /// How many ticks have completed so far. O(1).
   std::uint64_t ticks() const { return get().ticks; }
 
-  // From the next tick on (which keeps its time, even if a wait for it is pending), ticks are `period`
-  // apart. Throws std::invalid_argument, with nothing changed, if `period` is not positive. O(1).
+  /// From the next tick on (which keeps its time, even if a wait for it is pending), ticks are `period`
+  /// apart. Throws std::invalid_argument, with nothing changed, if `period` is not positive. O(1).
   void set_period(const duration& period) {
     state& s = get();
     checked(period);
@@ -206,9 +216,9 @@ class basic_periodic_timer {
     s.period = period;
   }
 
-  // Aborts the pending wait (operation_aborted) and returns how many were aborted (0 or 1); a new wait may
-  // start at once and is for the same tick. (A wait aborted through its cancellation slot instead leaves
-  // the timer busy until its handler has run.) O(1).
+  /// Aborts the pending wait (operation_aborted) and returns how many were aborted (0 or 1); a new wait may
+  /// start at once and is for the same tick. (A wait aborted through its cancellation slot instead leaves
+  /// the timer busy until its handler has run.) O(1).
   std::size_t cancel() {
     state& s = get();
     const std::size_t n = s.timer->service().cancel(s.timer->impl());
@@ -216,12 +226,12 @@ class basic_periodic_timer {
     return n;
   }
 
-  // Waits for the next tick; completes with void(error_code, std::uint64_t missed): success and the number
-  // of whole periods between the tick's time and the completion (skip: the ticks dropped; burst: the ticks
-  // still due after this one; delay: how late it ran), or operation_aborted (cancel(), destruction, or a
-  // cancellation slot of any type) or tock::error::capacity_exceeded, with missed = 0 and the tick kept.
-  // One wait at a time: throws sys::system_error (asio::error::already_started) if one is
-  // pending. O(log N) at most (O(1) when the tick moves later), as basic_timer::async_wait.
+  /// Waits for the next tick; completes with void(error_code, std::uint64_t missed): success and the number
+  /// of whole periods between the tick's time and the completion (skip: the ticks dropped; burst: the ticks
+  /// still due after this one; delay: how late it ran), or operation_aborted (cancel(), destruction, or a
+  /// cancellation slot of any type) or tock::error::capacity_exceeded, with missed = 0 and the tick kept.
+  /// One wait at a time: throws sys::system_error (asio::error::already_started) if one is
+  /// pending. O(log N) at most (O(1) when the tick moves later), as basic_timer::async_wait.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
     return asio::async_initiate<WaitToken, void(error_code, std::uint64_t)>(initiate_wait{executor_, state_}, token);
@@ -282,7 +292,7 @@ class basic_periodic_timer {
   std::shared_ptr<state> state_;
 };
 
-// The periodic timer most code wants: std::chrono::steady_clock, any_io_executor.
+/// The periodic timer most code wants: std::chrono::steady_clock, any_io_executor.
 using periodic_timer = basic_periodic_timer<std::chrono::steady_clock>;
 
 }  // namespace tock

@@ -29,15 +29,19 @@ struct timeout_spec {
 
 }  // namespace detail
 
-// The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline on `Clock` (the
-// service of that clock on the operation's context keeps it: tock::manual_clock for tests in virtual time).
+/// The completion token tock::timeout and tock::timeout_at return: `token`, with a deadline on `Clock` (the
+/// service of that clock on the operation's context keeps it: tock::manual_clock for tests in virtual time).
 template <typename Token, typename Clock = std::chrono::steady_clock>
 class timeout_t {
  public:
+  /// The clock the deadline is on.
   using clock_type = Clock;
+  /// `token` with the deadline `spec` (tock::timeout and tock::timeout_at make it).
   timeout_t(Token token, const detail::timeout_spec<Clock>& spec) : token_(std::move(token)), spec_(spec) {}
 
+  /// The wrapped completion token.
   Token& token() noexcept { return token_; }
+  /// When the deadline is (a delay after the initiation, or a time point) and the cancellation it emits.
   const detail::timeout_spec<Clock>& spec() const noexcept { return spec_; }
 
  private:
@@ -45,13 +49,13 @@ class timeout_t {
   detail::timeout_spec<Clock> spec_;
 };
 
-// Ties an operation to a deadline `d` after its initiation: if the deadline passes first, a cancellation of
-// `type` is emitted on the operation's slot and its operation_aborted is reported as tock::error::timed_out;
-// if the operation completes first, the deadline is removed. The user's own cancellation slot still works.
-// Costs one heap entry and one allocation (through the handler's allocator); no timer object. The operation
-// must support per-operation cancellation of `type`; on a context run by several threads, bind its handler
-// to a strand (cancellation signals are not thread-safe in Asio). A negative `d` times out at once. On
-// another clock: tock::timeout<tock::manual_clock>(d, token).
+/// Ties an operation to a deadline `d` after its initiation: if the deadline passes first, a cancellation of
+/// `type` is emitted on the operation's slot and its operation_aborted is reported as tock::error::timed_out;
+/// if the operation completes first, the deadline is removed. The user's own cancellation slot still works.
+/// Costs one heap entry and one allocation (through the handler's allocator); no timer object. The operation
+/// must support per-operation cancellation of `type`; on a context run by several threads, bind its handler
+/// to a strand (cancellation signals are not thread-safe in Asio). A negative `d` times out at once. On
+/// another clock: tock::timeout<tock::manual_clock>(d, token).
 template <typename Clock = std::chrono::steady_clock, typename Token, typename Rep, typename Period>
 timeout_t<std::decay_t<Token>, Clock> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,
                                               asio::cancellation_type type = asio::cancellation_type::terminal) {
@@ -60,7 +64,7 @@ timeout_t<std::decay_t<Token>, Clock> timeout(const std::chrono::duration<Rep, P
       std::forward<Token>(token), detail::timeout_spec<Clock>{detail::saturating_cast<duration>(d), {}, type});
 }
 
-// The same with an absolute deadline, on the time point's clock.
+/// The same with an absolute deadline, on the time point's clock.
 template <typename Token, typename Clock, typename Duration>
 timeout_t<std::decay_t<Token>, Clock> timeout_at(const std::chrono::time_point<Clock, Duration>& t, Token&& token,
                                                  asio::cancellation_type type = asio::cancellation_type::terminal) {

@@ -6,9 +6,10 @@
 
 #include <chrono>
 
+/// Timers for Boost.Asio: every name tock offers (detail:: holds its internals).
 namespace tock {
 
-// The timer most code wants: std::chrono::steady_clock, any_io_executor.
+/// The timer most code wants: std::chrono::steady_clock, any_io_executor.
 using timer = basic_timer<std::chrono::steady_clock>;
 
 }  // namespace tock

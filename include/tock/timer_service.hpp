@@ -31,26 +31,30 @@ namespace detail {
 inline std::atomic<std::uint64_t> service_epoch{1};
 }  // namespace detail
 
-// The timer service of one io_context for one clock: every tock timer and sleep on that context waits in
-// its queue (detail/timer_queue.hpp), and one Asio timer (the driver, detail/timer_driver.hpp) wakes it at
-// the earliest deadline. This layer holds the lock, allocates the operations, hooks their cancellation
-// slots, defers aborted completions (detail/service_core.hpp) and is the API. Found with asio::use_service or
-// basic_timer_service::of(executor); an io_context creates at most one per clock.
-//
-// Thread safety: every member may be called from any thread; one mutex guards the queue, the driver and
-// every timer's waits. A wait's handler always runs through its associated executor, never under the lock.
+/// The timer service of one io_context for one clock: every tock timer and sleep on that context waits in
+/// its queue (detail/timer_queue.hpp), and one Asio timer (the driver, detail/timer_driver.hpp) wakes it at
+/// the earliest deadline. This layer holds the lock, allocates the operations, hooks their cancellation
+/// slots, defers aborted completions (detail/service_core.hpp) and is the API. Found with asio::use_service or
+/// basic_timer_service::of(executor); an io_context creates at most one per clock.
+///
+/// Thread safety: every member may be called from any thread; one mutex guards the queue, the driver and
+/// every timer's waits. A wait's handler always runs through its associated executor, never under the lock.
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>>
 class basic_timer_service : public asio::execution_context::service {
  public:
+  ///@{
+  /// The clock and its types, the wait traits, and a timer's entry in the service (basic_timer's implementation).
   using clock_type = Clock;
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
   using traits_type = WaitTraits;
   using implementation_type = detail::timer_node<time_point>;
+  ///@}
 
+  /// The service's key among its context's services (Asio's service id).
   static asio::execution_context::id id;
 
-  // Called by asio::use_service<basic_timer_service>(io_context&).
+  /// Called by asio::use_service<basic_timer_service>(io_context&).
   explicit basic_timer_service(asio::io_context& ctx)
       : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
         driver_(*core_, queue_) {}
@@ -60,19 +64,19 @@ class basic_timer_service : public asio::execution_context::service {
   basic_timer_service(const basic_timer_service&) = delete;
   basic_timer_service& operator=(const basic_timer_service&) = delete;
 
-  // The service of the io_context behind `ex`, created on first use. O(services on the context), locks the
-  // context's service registry. Throws std::invalid_argument if `ex` does not run on an io_context.
+  /// The service of the io_context behind `ex`, created on first use. O(services on the context), locks the
+  /// context's service registry. Throws std::invalid_argument if `ex` does not run on an io_context.
   template <typename Executor, std::enable_if_t<!std::is_convertible_v<Executor&, asio::io_context&>, int> = 0>
   static basic_timer_service& of(const Executor& ex) {
     return of_context(detail::io_context_of(ex));
   }
 
-  // The service of `ctx` itself, as of_context(ctx).
+  /// The service of `ctx` itself, as of_context(ctx).
   static basic_timer_service& of(asio::io_context& ctx) { return of_context(ctx); }
 
-  // The same for a context. After the first call on a thread, O(1) and lock-free while the same context is
-  // used: a one-entry thread-local cache, invalidated whenever any timer service is destroyed (so a new
-  // context at a dead one's address is never mistaken for it).
+  /// The same for a context. After the first call on a thread, O(1) and lock-free while the same context is
+  /// used: a one-entry thread-local cache, invalidated whenever any timer service is destroyed (so a new
+  /// context at a dead one's address is never mistaken for it).
   static basic_timer_service& of_context(asio::io_context& ctx) {
     struct cache_entry {
       asio::io_context* context;
@@ -87,40 +91,42 @@ class basic_timer_service : public asio::execution_context::service {
     return service;
   }
 
-  // Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).
+  /// Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).
   std::size_t pending() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
     return queue_.pending();
   }
 
-  // The most heap slots (timers with waits, plus sleeps) the service holds; a wait past it completes with
-  // tock::error::capacity_exceeded. O(1).
+  /// The most heap slots (timers with waits, plus sleeps) the service holds; a wait past it completes with
+  /// tock::error::capacity_exceeded. O(1).
   std::size_t capacity() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
     return queue_.capacity();
   }
 
-  // Sets capacity(), clamped to what the heap can index. Waits already pending are kept. O(1).
+  /// Sets capacity(), clamped to what the heap can index. Waits already pending are kept. O(1).
   void set_capacity(std::size_t n) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     queue_.set_capacity(n);
   }
 
-  // How late an entry may fire, for timers created and sleeps and timeouts started from now on that name
-  // none (0 unless set): they fire in [deadline, deadline + slack], so that one wake-up serves many. O(1),
-  // lock-free. set_default_slack throws std::invalid_argument, with nothing changed, if `slack` < 0.
+  ///@{
+  /// How late an entry may fire, for timers created and sleeps and timeouts started from now on that name
+  /// none (0 unless set): they fire in [deadline, deadline + slack], so that one wake-up serves many. O(1),
+  /// lock-free. set_default_slack throws std::invalid_argument, with nothing changed, if `slack` < 0.
   duration default_slack() const noexcept { return default_slack_.load(std::memory_order_relaxed); }
   void set_default_slack(const duration& slack) {
     default_slack_.store(checked_slack(slack), std::memory_order_relaxed);
   }
+  ///@}
 
-  // A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
+  /// A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
   timer_stats stats() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
     return core_->snapshot_locked(queue_.rekeys(), queue_.pending(), lazy_extensions_.load(std::memory_order_relaxed));
   }
 
-  // Checks the queue, the driver and the accounting against each other, for tests. O(N).
+  /// Checks the queue, the driver and the accounting against each other, for tests. O(N).
   bool invariants_hold() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
     return queue_.valid() && driver_.valid_locked() && !idle_work_ && core_->drain_fallbacks() == 0;
@@ -130,28 +136,30 @@ class basic_timer_service : public asio::execution_context::service {
   // threads without synchronisation (as for Asio's timers), the service itself may be. Calls that only take
   // waits out never allocate and never throw.
 
+  /// Gives a new timer's entry the default slack. O(1).
   void construct(implementation_type& impl) noexcept { impl.slack = default_slack(); }
 
-  // Aborts the timer's waits (operation_aborted) and removes it from the heap.
+  /// Aborts the timer's waits (operation_aborted) and removes it from the heap.
   void destroy(implementation_type& impl) noexcept {
     locked_section section(*this);
     take_waits_locked(section, impl, static_cast<std::size_t>(-1));
     queue_.remove_timer(impl);
   }
 
-  // Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
-  // expiry `from_expiry` (Asio resets it to time_point()). O(waits of the timer).
+  /// Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
+  /// expiry `from_expiry` (Asio resets it to time_point()). O(waits of the timer).
   void move_construct(implementation_type& to, implementation_type& from,
                       const time_point& from_expiry = time_point()) noexcept {
     std::lock_guard<std::mutex> lock(core_->mutex());
     queue_.move_timer(to, from, from_expiry);
   }
 
+  /// The timer's expiry. O(1).
   time_point expiry(const implementation_type& impl) const noexcept { return impl.expiry(); }
 
-  // Sets how late the timer's waits may fire; pending waits too (an earlier latest time re-keys them).
-  // Throws std::invalid_argument if `slack` < 0, or std::bad_alloc (arming the driver), with nothing
-  // changed. O(log N).
+  /// Sets how late the timer's waits may fire; pending waits too (an earlier latest time re-keys them).
+  /// Throws std::invalid_argument if `slack` < 0, or std::bad_alloc (arming the driver), with nothing
+  /// changed. O(log N).
   void set_slack(implementation_type& impl, const duration& slack) {
     checked_slack(slack);
     std::lock_guard<std::mutex> lock(core_->mutex());
@@ -159,9 +167,9 @@ class basic_timer_service : public asio::execution_context::service {
     queue_.set_slack(impl, slack);
   }
 
-  // Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
-  // expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
-  // the next wait starts.
+  /// Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
+  /// expiry leaves the heap as it is (the timer is re-keyed when it surfaces), an earlier one is applied when
+  /// the next wait starts.
   std::size_t expires_at(implementation_type& impl, const time_point& t) noexcept {
     locked_section section(*this);
     const std::size_t n = take_waits_locked(section, impl, static_cast<std::size_t>(-1));
@@ -169,42 +177,42 @@ class basic_timer_service : public asio::execution_context::service {
     return n;
   }
 
-  // Aborts every pending wait, including one that fired but whose handler has not run. Returns the count.
+  /// Aborts every pending wait, including one that fired but whose handler has not run. Returns the count.
   std::size_t cancel(implementation_type& impl) noexcept {
     locked_section section(*this);
     return take_waits_locked(section, impl, static_cast<std::size_t>(-1));
   }
 
-  // Aborts the oldest pending wait. Returns 0 or 1.
+  /// Aborts the oldest pending wait. Returns 0 or 1.
   std::size_t cancel_one(implementation_type& impl) noexcept {
     locked_section section(*this);
     return take_waits_locked(section, impl, 1);
   }
 
-  // Starts a wait on a timer. One allocation through the handler's associated allocator; throws
-  // std::bad_alloc with nothing changed.
+  /// Starts a wait on a timer. One allocation through the handler's associated allocator; throws
+  /// std::bad_alloc with nothing changed.
   template <typename Handler, typename IoExecutor>
   void async_wait(implementation_type& impl, Handler&& handler, const IoExecutor& io_ex) {
     start<detail::timer_wait_op>(impl, std::forward<Handler>(handler), io_ex);
   }
 
-  // Starts a wait with no timer object until `t`, which may fire up to `slack` (>= 0) late. The same cost
-  // and guarantee; throws std::invalid_argument if `slack` < 0.
+  /// Starts a wait with no timer object until `t`, which may fire up to `slack` (>= 0) late. The same cost
+  /// and guarantee; throws std::invalid_argument if `slack` < 0.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, const duration& slack, Handler&& handler, const IoExecutor& io_ex) {
     sleep_time at{t, checked_slack(slack)};
     start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
   }
 
-  // The same with the default slack.
+  /// The same with the default slack.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
     sleep_time at{t, default_slack()};
     start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
   }
 
-  // Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
-  // own executor), rather than dispatched to it. O(1).
+  /// Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
+  /// own executor), rather than dispatched to it. O(1).
   template <typename Executor>
   bool runs_in_context(const Executor& ex) const noexcept {
     return detail::is_own_executor_of(ex, core_->context());
@@ -213,9 +221,9 @@ class basic_timer_service : public asio::execution_context::service {
   // --- Entries embedded in other objects (tock::timeout, tock::deadline's bound operations). The owner keeps
   // the entry alive until it has fired (its completion function was called) or has been unscheduled.
 
-  // Schedules an entry at `t` (with the default slack); it fires through its completion function (op_action::invoke,
-  // from inside the context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded when
-  // it could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
+  /// Schedules an entry at `t` (with the default slack); it fires through its completion function (op_action::invoke,
+  /// from inside the context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded
+  /// when it could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
   error_code schedule(detail::sleep_entry& entry, const time_point& t) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
@@ -224,22 +232,22 @@ class basic_timer_service : public asio::execution_context::service {
     return error_code();
   }
 
-  // Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
+  /// Removes a scheduled entry without calling it; false if it has already fired (or was never scheduled).
   bool unschedule(detail::sleep_entry& entry) noexcept {
     locked_section section(*this);
     return core_->count_withdrawn_locked(queue_.unschedule(entry));
   }
 
-  // Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1), lock-free
-  // and inlined (re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
-  // (arming the driver) with nothing changed.
+  /// Moves a timer's expiry without aborting its waits: they now wait for `t`. A later expiry is O(1), lock-free
+  /// and inlined (re-keyed when its old key surfaces); an earlier one is O(log N) and may throw std::bad_alloc
+  /// (arming the driver) with nothing changed.
   void move_expiry(implementation_type& impl, const time_point& t) {
     if (!impl.try_move_later(t)) return move_expiry_locked(impl, t);
     lazy_extensions_.store(lazy_extensions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
-  // Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
-  // (op_action::deliver) unless detached first. Same errors as schedule().
+  /// Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
+  /// (op_action::deliver) unless detached first. Same errors as schedule().
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
@@ -248,7 +256,7 @@ class basic_timer_service : public asio::execution_context::service {
     return error_code();
   }
 
-  // Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
+  /// Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
     locked_section section(*this);
     const auto was = queue_.detach(entry);
@@ -426,7 +434,7 @@ class basic_timer_service : public asio::execution_context::service {
 template <typename Clock, typename WaitTraits>
 asio::execution_context::id basic_timer_service<Clock, WaitTraits>::id;
 
-// The service behind tock::timer and tock::async_sleep_for.
+/// The service behind tock::timer and tock::async_sleep_for.
 using timer_service = basic_timer_service<std::chrono::steady_clock>;
 
 }  // namespace tock
