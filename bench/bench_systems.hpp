@@ -26,14 +26,9 @@
 
 #include "bench_heap.hpp"
 #include "bench_util.hpp"
+#include "test_asio.hpp"
 
 #include <tock/tock.hpp>
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -44,10 +39,9 @@
 
 namespace bench {
 
-namespace asio = boost::asio;
 using clock = std::chrono::steady_clock;
 using std::chrono::nanoseconds;
-using error_code = boost::system::error_code;
+using error_code = sys::error_code;
 
 inline std::int64_t now_ns() {
   return std::chrono::duration_cast<nanoseconds>(clock::now().time_since_epoch()).count();

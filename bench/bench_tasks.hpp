@@ -10,10 +10,9 @@
 
 #include "bench_systems.hpp"
 #include "bench_util.hpp"
+#include "test_asio.hpp"
 
 #include <tock/schedule.hpp>
-
-#include <boost/asio/post.hpp>
 
 #include <cstddef>
 #include <type_traits>

@@ -10,8 +10,7 @@
 
 #include "bench_systems.hpp"
 #include "bench_util.hpp"
-
-#include <boost/asio/executor_work_guard.hpp>
+#include "test_asio.hpp"
 
 #include <algorithm>
 #include <atomic>

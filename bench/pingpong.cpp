@@ -6,13 +6,10 @@
 // local::stream_protocol socket pair; each side reads with async_read_some and answers with async_write.
 // Every read is timed in the way each variant would time it in a server, with a 30 s limit that never
 // fires. CPU ns per round trip (two reads, two writes) from CLOCK_PROCESS_CPUTIME_ID, median of 5 runs.
-#include <tock/tock.hpp>
+// On Asio >= 1.31 (e.g. the standalone build, TOCK_ASIO=standalone) also asio::cancel_after per read.
+#include "test_asio.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/connect_pair.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
+#include <tock/tock.hpp>
 
 #include <algorithm>
 #include <array>
@@ -23,7 +20,6 @@
 #include <string>
 #include <vector>
 
-namespace asio = boost::asio;
 using socket_type = asio::local::stream_protocol::socket;
 using namespace std::chrono_literals;
 
@@ -37,7 +33,7 @@ double cpu_ns() {
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-enum class variant { raw, deadline_bind, timeout, asio_timer };
+enum class variant { raw, deadline_bind, timeout, asio_timer, cancel_after };
 
 // One end of the pair: reads one byte, writes it back, until `remaining` reaches zero.
 struct end_point {
@@ -54,7 +50,7 @@ struct end_point {
       : sock(std::move(s)), how(v), remaining(r), deadline(sock.get_executor()), timer(sock.get_executor()), ctx(&c) {}
 
   void read() {
-    auto on_read = [this](boost::system::error_code ec, std::size_t) {
+    auto on_read = [this](sys::error_code ec, std::size_t) {
       if (how == variant::asio_timer) timer.cancel();
       if (*remaining <= 0) return;  // the run is over: the last pending read is being cancelled
       if (ec) {
@@ -65,7 +61,7 @@ struct end_point {
         ctx->stop();  // the other end still has a read pending
         return;
       }
-      asio::async_write(sock, asio::buffer(buf), [](boost::system::error_code ec, std::size_t) {
+      asio::async_write(sock, asio::buffer(buf), [](sys::error_code ec, std::size_t) {
         if (ec) std::exit(1);
       });
       read();
@@ -79,10 +75,15 @@ struct end_point {
       case variant::timeout: sock.async_read_some(asio::buffer(buf), tock::timeout(limit, on_read)); break;
       case variant::asio_timer:  // what Beast's tcp_stream::expires_after amounts to: a timer per read
         timer.expires_after(limit);
-        timer.async_wait([this](boost::system::error_code ec) {
+        timer.async_wait([this](sys::error_code ec) {
           if (!ec) sock.cancel();
         });
         sock.async_read_some(asio::buffer(buf), on_read);
+        break;
+      case variant::cancel_after:
+#if TOCK_ASIO_VERSION >= 103100
+        sock.async_read_some(asio::buffer(buf), asio::cancel_after(limit, on_read));
+#endif
         break;
     }
   }
@@ -97,7 +98,7 @@ double run_once(variant how, long round_trips) {
   left.read();
   right.read();
   const double t0 = cpu_ns();
-  asio::async_write(left.sock, asio::buffer("x", 1), [](boost::system::error_code, std::size_t) {});
+  asio::async_write(left.sock, asio::buffer("x", 1), [](sys::error_code, std::size_t) {});
   ctx.run();
   const double t1 = cpu_ns();
   left.deadline.cancel();
@@ -117,11 +118,17 @@ double run_once(variant how, long round_trips) {
 
 int main(int argc, char** argv) {
   const long round_trips = argc > 1 ? std::atol(argv[1]) : 200'000;
-  const std::pair<variant, const char*> variants[] = {{variant::raw, "raw read"},
-                                                      {variant::deadline_bind, "tock::deadline push + bind"},
-                                                      {variant::timeout, "tock::timeout per read"},
-                                                      {variant::asio_timer, "asio::steady_timer per read"}};
+  const std::pair<variant, const char*> variants[] = {
+    {variant::raw, "raw read"},
+    {variant::deadline_bind, "tock::deadline push + bind"},
+    {variant::timeout, "tock::timeout per read"},
+    {variant::asio_timer, "asio::steady_timer per read"},
+#if TOCK_ASIO_VERSION >= 103100
+    {variant::cancel_after, "asio::cancel_after per read"},
+#endif
+  };
   double raw = 0;
+  std::printf("Asio %d.%d.%d\n", TOCK_ASIO_VERSION / 100000, TOCK_ASIO_VERSION / 100 % 1000, TOCK_ASIO_VERSION % 100);
   std::printf("%-28s %14s %10s\n", "variant", "ns/round trip", "vs raw");
   for (const auto& [how, name] : variants) {
     std::vector<double> runs;

@@ -14,7 +14,7 @@ configure_package_config_file("${CMAKE_CURRENT_LIST_DIR}/tockConfig.cmake.in"
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/tockConfigVersion.cmake"
   COMPATIBILITY SameMinorVersion) # 0.x: a minor release may break the API
 install(FILES "${PROJECT_BINARY_DIR}/tockConfig.cmake" "${PROJECT_BINARY_DIR}/tockConfigVersion.cmake"
-  DESTINATION "${TOCK_CMAKE_DIR}")
+  "${CMAKE_CURRENT_LIST_DIR}/TockFindStandaloneAsio.cmake" DESTINATION "${TOCK_CMAKE_DIR}")
 
 # pkg-config: <libdir>/pkgconfig/tock.pc, with paths relative to its own directory so that it stays right for
 # `cmake --install --prefix <elsewhere>`, DESTDIR and the .deb (an absolute CMAKE_INSTALL_<dir> is kept as is).
@@ -34,5 +34,13 @@ else()
 endif()
 tock_pc_dir(TOCK_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
 tock_pc_dir(TOCK_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+# Standalone Asio is header-only and has no .pc file: its directory and macros go into tock's Cflags.
+if(TOCK_ASIO STREQUAL "standalone")
+  set(TOCK_PC_ASIO_CFLAGS " -DTOCK_STANDALONE_ASIO -DASIO_STANDALONE -I${TOCK_ASIO_INCLUDE_DIR}")
+  set(TOCK_PC_DESCRIPTION "standalone Asio")
+else()
+  set(TOCK_PC_ASIO_CFLAGS "")
+  set(TOCK_PC_DESCRIPTION "Boost.Asio")
+endif()
 configure_file("${CMAKE_CURRENT_LIST_DIR}/tock.pc.in" "${PROJECT_BINARY_DIR}/tock.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/tock.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

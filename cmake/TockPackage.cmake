@@ -7,7 +7,7 @@ set(TOCK_DEB_MAINTAINER "tock maintainers <maintainers@users.noreply.a-seed-a012
 set(CPACK_PACKAGE_NAME "libtock-dev")
 set(CPACK_PACKAGE_VENDOR "tock")
 set(CPACK_PACKAGE_CONTACT "${TOCK_DEB_MAINTAINER}")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "C++20 timers for Boost.Asio (development files)")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "C++20 timers for Asio (development files)")
 string(JOIN " " CPACK_PACKAGE_DESCRIPTION
   "tock replaces one Asio timer per timeout with one heap of deadlines and one steady_timer per io_context."
   "This package has the headers, the static library libtock.a, the CMake package"
@@ -22,6 +22,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION "libdevel")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
 # Boost 1.81 (Asio 1.26) or newer. Debian 12's libboost-dev is 1.74, hence libboost1.81-dev first; the
 # alternative covers later releases whose default Boost is newer.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libboost1.81-dev | libboost-dev (>= 1.81)")
+# Built on standalone Asio: Debian has no Asio >= 1.26 to depend on (libasio-dev is 1.22); tock.pc and the CMake
+# package point at the Asio it was built with.
+if(TOCK_ASIO STREQUAL "boost")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libboost1.81-dev | libboost-dev (>= 1.81)")
+endif()
 
 include(CPack)

@@ -2,9 +2,11 @@
 # Configure, build and test tock with warnings as errors, in these configurations:
 #   release (GCC, with examples and bench), asan (ASan + UBSan), tsan (ThreadSanitizer),
 #   clang (clang 16, Release, Ninja, with examples and bench),
-# then the bounded checks: format (clang-format 16, scripts/format.sh --check), fuzz (each libFuzzer target
+#   standalone (GCC, Release, on standalone Asio 1.38.2 from ../shared/third_party, or $TOCK_ASIO_INCLUDE_DIR),
+# then the bounded checks: format (clang-format 16, scripts/format.sh --check), docs (scripts/docs.sh: the
+# reference, failing on an undocumented public name), fuzz (each libFuzzer target
 # for 60 s, scripts/fuzz.sh) and soak (the example server under churning load for 60 s, scripts/soak.sh).
-# Usage: scripts/test.sh [format|release|asan|tsan|clang|fuzz|soak]...    (no argument: all of them)
+# Usage: scripts/test.sh [format|docs|release|asan|tsan|clang|standalone|fuzz|soak]...  (no argument: all of them)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
@@ -19,6 +21,7 @@ declare -A cmake_args=(
     [asan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=address,undefined -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
     [tsan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=thread -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
     [clang]="-G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=Release"
+    [standalone]="-DCMAKE_BUILD_TYPE=Release -DTOCK_ASIO=standalone -DTOCK_ASIO_INCLUDE_DIR=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/include}"
 )
 # Checks that are scripts of their own; each counts as one test.
 declare -A script_checks=(
@@ -58,7 +61,7 @@ run_config() {
 }
 
 configs=("$@")
-[[ ${#configs[@]} -eq 0 ]] && configs=(format docs release asan tsan clang fuzz soak)
+[[ ${#configs[@]} -eq 0 ]] && configs=(format docs release asan tsan clang standalone fuzz soak)
 passed=0 failed=0 status=0 report=()
 for name in "${configs[@]}"; do
     [[ -v cmake_args[$name] || -v script_checks[$name] ]] || { echo "unknown configuration: $name" >&2; exit 2; }

@@ -3,27 +3,12 @@
 // their async_result's return_type, and a tock sleep timed with a plain handler (the executor comes from the
 // sleep's initiation). Reads are on a connected loopback socket pair (no data sent, so they pend). Timings are
 // only checked as "not before the deadline"; every run of the context is bounded.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <array>
@@ -36,7 +21,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using namespace tock_test;  // test_support.hpp (never, service_of, timed_out, aborted), timed_ops_support.hpp
 using steady_clock = std::chrono::steady_clock;
@@ -60,10 +44,11 @@ auto record_io_on(strand_io_result& r, const strand_type& strand) {
 }
 
 // An initiating function declared the pre-async_initiate way (as Beast's are): its return type names the
-// token's async_result<...>::return_type, so it compiles only if that is defined and exact.
+// token's async_result<...>::return_type (what BOOST_ASIO_INITFN_RESULT_TYPE expands to), so it compiles only if
+// that is defined and exact.
 template <typename Token>
-BOOST_ASIO_INITFN_RESULT_TYPE(Token, void(error_code))
-legacy_async_sleep_for(asio::io_context& ctx, steady_clock::duration d, Token&& token) {
+typename asio::async_result<std::decay_t<Token>, void(error_code)>::return_type legacy_async_sleep_for(
+    asio::io_context& ctx, steady_clock::duration d, Token&& token) {
   return tock::async_sleep_for(ctx, d, std::forward<Token>(token));
 }
 
@@ -432,7 +417,7 @@ BOOST_AUTO_TEST_CASE(a_read_with_a_timeout_and_use_future_fails_with_timed_out) 
   try {
     f.get();
     BOOST_FAIL("the read did not fail");
-  } catch (const boost::system::system_error& e) {
+  } catch (const sys::system_error& e) {
     BOOST_CHECK_EQUAL(e.code(), timed_out);
   }
   BOOST_CHECK(steady_clock::now() - start >= 10ms);
@@ -449,5 +434,42 @@ BOOST_AUTO_TEST_CASE(a_read_that_beats_its_timeout_with_use_future_returns_its_b
   BOOST_CHECK_EQUAL(f.get(), 3u);
   BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
 }
+
+#if TOCK_ASIO_VERSION >= 103100
+// --- asio::cancel_after (Asio >= 1.31) and tock's timeouts, nested either way round: the shorter limit ends the
+// read, once; the other's timer goes with it (tock's entry leaves the heap; Asio's timer is cancelled, so that the
+// context runs out of work long before the hour).
+
+template <typename MakeToken>
+void read_with(MakeToken make_token, const error_code& expected) {
+  asio::io_context ctx;
+  socket_pair s(ctx);
+  std::array<char, 16> buf{};
+  io_result r;
+  const auto start = steady_clock::now();
+  s.server.async_read_some(asio::buffer(buf), make_token(record_io(r)));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_REQUIRE_EQUAL(r.calls, 1);
+  BOOST_CHECK_EQUAL(r.ec, expected);
+  BOOST_CHECK(r.at - start >= 10ms);
+  BOOST_CHECK_EQUAL(service_of(ctx).pending(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(cancel_after_outside_a_longer_timeout_aborts_the_read) {
+  read_with([](auto h) { return asio::cancel_after(10ms, tock::timeout(1h, std::move(h))); }, aborted);
+}
+
+BOOST_AUTO_TEST_CASE(a_timeout_inside_a_longer_cancel_after_times_the_read_out) {
+  read_with([](auto h) { return asio::cancel_after(1h, tock::timeout(10ms, std::move(h))); }, timed_out);
+}
+
+BOOST_AUTO_TEST_CASE(a_timeout_outside_a_longer_cancel_after_times_the_read_out) {
+  read_with([](auto h) { return tock::timeout(10ms, asio::cancel_after(1h, std::move(h))); }, timed_out);
+}
+
+BOOST_AUTO_TEST_CASE(cancel_after_inside_a_longer_timeout_aborts_the_read) {
+  read_with([](auto h) { return tock::timeout(1h, asio::cancel_after(10ms, std::move(h))); }, aborted);
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

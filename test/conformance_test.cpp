@@ -1,21 +1,10 @@
 // tock::timer behaves as asio::steady_timer does: every templated case below runs against both and expects
 // the same observable results. The tock-only cases at the end cover where tock promises more than Asio.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/system_executor.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -30,7 +19,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock_test::allocation_counts;
 using tock_test::completion;
@@ -149,117 +137,144 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_moved_from_timer_with_a_strand_keeps_it, Timer, 
   BOOST_CHECK(in_strand);
 }
 
-#if !defined(BOOST_ASIO_NO_DEPRECATED)
+// --- Asio's deprecated members: tock::timer has them exactly when this Asio's steady_timer does (Boost 1.81
+// unless BOOST_ASIO_NO_DEPRECATED is defined; Asio 1.38 has none). Each case runs where they exist.
 
-// --- Boost 1.81's deprecated members, offered unless BOOST_ASIO_NO_DEPRECATED is defined.
+template <typename Timer>
+inline constexpr bool deprecated_members = tock::detail::has_deprecated_timer_members<Timer>;
+
+BOOST_AUTO_TEST_CASE(tock_timers_have_the_deprecated_members_exactly_when_asios_do) {
+  static_assert(deprecated_members<tock::timer> == deprecated_members<asio::steady_timer>);
+  static_assert(deprecated_members<tock::basic_timer<tock::manual_clock>> ==
+                deprecated_members<asio::basic_waitable_timer<tock::manual_clock>>);
+#if defined(TOCK_STANDALONE_ASIO) && ASIO_VERSION >= 103800
+  static_assert(!deprecated_members<asio::steady_timer>, "Asio 1.38 removed them");
+#elif !defined(TOCK_STANDALONE_ASIO) && BOOST_ASIO_VERSION == 102600 && !defined(BOOST_ASIO_NO_DEPRECATED)
+  static_assert(deprecated_members<asio::steady_timer>, "Boost 1.81 has them");
+#endif
+  BOOST_TEST_MESSAGE("deprecated timer members: " << (deprecated_members<tock::timer> ? "present" : "absent"));
+}
 
 // Asio's own strand tests re-arm a timer this way.
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_at_getter_re_arms_a_timer_as_asios_strand_tests_do, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, steady_clock::now());
-  const auto first = timer.expires_at();
-  BOOST_CHECK(first == timer.expiry());
-  timer.expires_at(timer.expires_at() + 2ms);
-  BOOST_CHECK(timer.expiry() == first + 2ms);
-  completion c;
-  timer.async_wait(record(c));
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(c.calls, 1);
-  BOOST_CHECK(!c.ec);
-  BOOST_CHECK(c.at >= first + 2ms);
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, steady_clock::now());
+    const auto first = timer.expires_at();
+    BOOST_CHECK(first == timer.expiry());
+    timer.expires_at(timer.expires_at() + 2ms);
+    BOOST_CHECK(timer.expiry() == first + 2ms);
+    completion c;
+    timer.async_wait(record(c));
+    BOOST_REQUIRE(run_until_idle(ctx));
+    BOOST_CHECK_EQUAL(c.calls, 1);
+    BOOST_CHECK(!c.ec);
+    BOOST_CHECK(c.at >= first + 2ms);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_getter_is_the_expiry_relative_to_now, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, 1h);
-  const typename Timer::duration left = timer.expires_from_now();
-  BOOST_CHECK(left <= 1h);
-  BOOST_CHECK(left > 59min);
-  timer.expires_at(steady_clock::now() - 1s);
-  BOOST_CHECK(timer.expires_from_now() < -999ms);
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, 1h);
+    const typename Timer::duration left = timer.expires_from_now();
+    BOOST_CHECK(left <= 1h);
+    BOOST_CHECK(left > 59min);
+    timer.expires_at(steady_clock::now() - 1s);
+    BOOST_CHECK(timer.expires_from_now() < -999ms);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_sets_the_expiry_and_aborts_the_pending_wait, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, never);
-  completion aborted;
-  timer.async_wait(record(aborted));
-  const auto before = steady_clock::now();
-  BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms)), 1u);
-  BOOST_CHECK(timer.expiry() >= before + 5ms);
-  BOOST_CHECK(timer.expiry() <= steady_clock::now() + 5ms);
-  completion c;
-  timer.async_wait(record(c));
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
-  BOOST_CHECK_EQUAL(c.calls, 1);
-  BOOST_CHECK(!c.ec);
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, never);
+    completion aborted;
+    timer.async_wait(record(aborted));
+    const auto before = steady_clock::now();
+    BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms)), 1u);
+    BOOST_CHECK(timer.expiry() >= before + 5ms);
+    BOOST_CHECK(timer.expiry() <= steady_clock::now() + 5ms);
+    completion c;
+    timer.async_wait(record(c));
+    BOOST_REQUIRE(run_until_idle(ctx));
+    BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+    BOOST_CHECK_EQUAL(c.calls, 1);
+    BOOST_CHECK(!c.ec);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_with_an_error_code_clears_it, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, never);
-  completion aborted;
-  timer.async_wait(record(aborted));
-  error_code ec = asio::error::invalid_argument;
-  BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms), ec), 1u);
-  BOOST_CHECK(!ec);
-  BOOST_CHECK(timer.expiry() <= steady_clock::now() + 5ms);
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, never);
+    completion aborted;
+    timer.async_wait(record(aborted));
+    error_code ec = asio::error::invalid_argument;
+    BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms), ec), 1u);
+    BOOST_CHECK(!ec);
+    BOOST_CHECK(timer.expiry() <= steady_clock::now() + 5ms);
+    BOOST_REQUIRE(run_until_idle(ctx));
+    BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_at_with_an_error_code_sets_the_expiry_and_clears_it, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, never);
-  completion aborted;
-  timer.async_wait(record(aborted));
-  error_code ec = asio::error::invalid_argument;
-  const auto t = steady_clock::now() + 5ms;
-  BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 1u);
-  BOOST_CHECK(!ec);
-  BOOST_CHECK(timer.expiry() == t);
-  BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 0u);
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, never);
+    completion aborted;
+    timer.async_wait(record(aborted));
+    error_code ec = asio::error::invalid_argument;
+    const auto t = steady_clock::now() + 5ms;
+    BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 1u);
+    BOOST_CHECK(!ec);
+    BOOST_CHECK(timer.expiry() == t);
+    BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 0u);
+    BOOST_REQUIRE(run_until_idle(ctx));
+    BOOST_CHECK_EQUAL(aborted.ec, asio::error::operation_aborted);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_with_an_error_code_aborts_every_wait_and_clears_it, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, never);
-  completion a, b;
-  timer.async_wait(record(a));
-  timer.async_wait(record(b));
-  error_code ec = asio::error::invalid_argument;
-  BOOST_CHECK_EQUAL(timer.cancel(ec), 2u);
-  BOOST_CHECK(!ec);
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(a.ec, asio::error::operation_aborted);
-  BOOST_CHECK_EQUAL(b.ec, asio::error::operation_aborted);
-  ec = asio::error::invalid_argument;
-  BOOST_CHECK_EQUAL(timer.cancel(ec), 0u);
-  BOOST_CHECK(!ec);
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, never);
+    completion a, b;
+    timer.async_wait(record(a));
+    timer.async_wait(record(b));
+    error_code ec = asio::error::invalid_argument;
+    BOOST_CHECK_EQUAL(timer.cancel(ec), 2u);
+    BOOST_CHECK(!ec);
+    BOOST_REQUIRE(run_until_idle(ctx));
+    BOOST_CHECK_EQUAL(a.ec, asio::error::operation_aborted);
+    BOOST_CHECK_EQUAL(b.ec, asio::error::operation_aborted);
+    ec = asio::error::invalid_argument;
+    BOOST_CHECK_EQUAL(timer.cancel(ec), 0u);
+    BOOST_CHECK(!ec);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_one_with_an_error_code_aborts_the_oldest_wait_and_clears_it, Timer, timer_types) {
-  asio::io_context ctx;
-  Timer timer(ctx, never);
-  std::vector<int> log;
-  timer.async_wait(log_as(log, 1));
-  timer.async_wait(log_as(log, 2));
-  error_code ec = asio::error::invalid_argument;
-  BOOST_CHECK_EQUAL(timer.cancel_one(ec), 1u);
-  BOOST_CHECK(!ec);
-  ctx.poll();
-  BOOST_CHECK(log == std::vector<int>{1});
-  BOOST_CHECK_EQUAL(timer.cancel_one(ec), 1u);
-  BOOST_CHECK_EQUAL(timer.cancel_one(ec), 0u);
-  BOOST_CHECK(!ec);
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK((log == std::vector<int>{1, 2}));
+  if constexpr (deprecated_members<Timer>) {
+    asio::io_context ctx;
+    Timer timer(ctx, never);
+    std::vector<int> log;
+    timer.async_wait(log_as(log, 1));
+    timer.async_wait(log_as(log, 2));
+    error_code ec = asio::error::invalid_argument;
+    BOOST_CHECK_EQUAL(timer.cancel_one(ec), 1u);
+    BOOST_CHECK(!ec);
+    ctx.poll();
+    BOOST_CHECK(log == std::vector<int>{1});
+    BOOST_CHECK_EQUAL(timer.cancel_one(ec), 1u);
+    BOOST_CHECK_EQUAL(timer.cancel_one(ec), 0u);
+    BOOST_CHECK(!ec);
+    BOOST_REQUIRE(run_until_idle(ctx));
+    BOOST_CHECK((log == std::vector<int>{1, 2}));
+  }
 }
 
-#endif  // !defined(BOOST_ASIO_NO_DEPRECATED)
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(a_timer_rebound_to_use_awaitable_as_default_waits_with_no_token, Timer, timer_types) {
   // use_awaitable_t<>::as_default_on_t rebinds the executor to a wrapper of any_io_executor.

@@ -1,19 +1,10 @@
 // tock inside C++20 coroutines (asio::awaitable): co_await tock::sleep_for / sleep_until, a timer's
 // async_wait with use_awaitable, the awaitable operators, and cancellation of the coroutine.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -22,7 +13,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using namespace asio::experimental::awaitable_operators;
 using tock_test::error_code;
@@ -167,7 +157,7 @@ BOOST_AUTO_TEST_CASE(timer_async_wait_with_use_awaitable_throws_operation_aborte
         asio::post(ctx, [&] { timer.cancel(); });  // runs once the coroutine is suspended in the wait
         try {
           co_await timer.async_wait(asio::use_awaitable);
-        } catch (const boost::system::system_error& e) {
+        } catch (const sys::system_error& e) {
           code = e.code();
         }
       },
@@ -258,7 +248,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_coroutine_gets_operation_aborted_from_sleep_for
         try {
           co_await tock::sleep_for(never);
           slept_through = true;
-        } catch (const boost::system::system_error& e) {
+        } catch (const sys::system_error& e) {
           code = e.code();
         }
       },

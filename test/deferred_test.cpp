@@ -3,18 +3,11 @@
 // after the call that aborted it, with no allocation beyond the wait's own; a throwing handler loses no
 // other completion.
 // Also: timers keep a compact executor that still reads back as the one given.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -29,7 +22,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock::error_code;
 using tock_test::run_until_idle;

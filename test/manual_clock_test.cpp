@@ -1,14 +1,12 @@
 // tock::manual_clock: timers, deadlines and sleeps in virtual time fire when the test moves time past them,
 // in deadline order, and never before, whatever the real time. Every case measures from manual_clock::now()
 // (the virtual time is shared by the whole process).
+#include "test_asio.hpp"
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <array>
@@ -18,7 +16,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock::error_code;
 using tock::manual_clock;
@@ -26,7 +23,6 @@ using manual_timer = tock::basic_timer<manual_clock>;
 using manual_deadline = tock::basic_deadline<manual_clock>;
 
 const error_code aborted = asio::error::operation_aborted;
-
 
 }  // namespace
 

@@ -2,19 +2,12 @@
 // with exact missed counts, no drift over a million ticks, set_period, cancel, destruction, moves, one wait
 // at a time, tokens and cancellation slots. Every case measures from manual_clock::now() (the virtual time
 // is shared by the whole process).
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/manual_clock.hpp>
 #include <tock/periodic_timer.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -27,7 +20,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock::error_code;
 using tock::manual_clock;
@@ -46,7 +38,6 @@ struct tick {
 auto record_tick(std::vector<tick>& ticks) {
   return [&ticks](const error_code& ec, std::uint64_t missed) { ticks.push_back({ec, missed, manual_clock::now()}); };
 }
-
 
 // Waits once and runs what is ready: the tick, if one is due.
 void wait_and_settle(periodic& t, asio::io_context& ctx, std::vector<tick>& ticks) {
@@ -271,7 +262,7 @@ BOOST_AUTO_TEST_CASE(one_wait_at_a_time) {
   try {
     t.async_wait(record_tick(ticks));
     BOOST_FAIL("a second wait was accepted");
-  } catch (const boost::system::system_error& e) {
+  } catch (const sys::system_error& e) {
     BOOST_CHECK_EQUAL(e.code(), asio::error::already_started);
   }
   tock_test::advance_by(ctx, 10s);
@@ -334,7 +325,7 @@ BOOST_AUTO_TEST_CASE(use_future_gives_the_missed_count_or_the_error) {
   std::future<std::uint64_t> g = t.async_wait(asio::use_future);
   t.cancel();
   tock_test::settle(ctx);
-  BOOST_CHECK_THROW(g.get(), boost::system::system_error);
+  BOOST_CHECK_THROW(g.get(), sys::system_error);
 }
 
 BOOST_AUTO_TEST_CASE(ticks_on_the_steady_clock_in_order_and_never_early) {

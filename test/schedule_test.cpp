@@ -2,22 +2,12 @@
 // wherever time matters: results through callbacks, use_future and use_awaitable; cancellation before the
 // first run, from inside the function and from another thread while it runs (4 threads); throwing functions
 // that stop only themselves; exact missed counts under stalls; no drift; the host's shutdown.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/manual_clock.hpp>
 #include <tock/schedule.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
@@ -33,7 +23,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock::manual_clock;
 using tock::missed_ticks;
@@ -61,7 +50,7 @@ auto record(outcome<R>& o) {
 bool is_aborted(const std::exception_ptr& e) {
   try {
     if (e) std::rethrow_exception(e);
-  } catch (const boost::system::system_error& s) {
+  } catch (const sys::system_error& s) {
     return s.code() == asio::error::operation_aborted;
   } catch (...) {
   }
@@ -512,7 +501,7 @@ BOOST_AUTO_TEST_CASE(a_one_shot_refused_by_the_capacity_never_runs_and_reports_i
   BOOST_REQUIRE(error);
   try {
     std::rethrow_exception(error);
-  } catch (const boost::system::system_error& e) {
+  } catch (const sys::system_error& e) {
     BOOST_TEST((e.code() == tock::error::capacity_exceeded));
   }
 }
@@ -530,7 +519,7 @@ BOOST_AUTO_TEST_CASE(a_periodic_task_refused_by_the_capacity_stops_with_the_erro
   BOOST_REQUIRE(h.error());
   try {
     std::rethrow_exception(h.error());
-  } catch (const boost::system::system_error& e) {
+  } catch (const sys::system_error& e) {
     BOOST_TEST((e.code() == tock::error::capacity_exceeded));
   }
   BOOST_TEST(!h.cancel());

@@ -4,19 +4,10 @@
 // "Not before the limit" is measured from when the client starts connecting (or sends its first byte): the
 // server cannot have started its clock earlier.
 #include "../examples/server_core.hpp"
+#include "test_asio.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -33,9 +24,8 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using asio::ip::tcp;
-using boost::system::error_code;
+using sys::error_code;
 using clock_type = std::chrono::steady_clock;
 using tock_examples::line_server;
 using tock_examples::server_config;
@@ -268,7 +258,7 @@ asio::awaitable<void> idle_client(tcp::endpoint server, clock_type::duration lim
   const open_marker open(r);
   char byte;
   auto [ec, n] = co_await socket.async_read_some(asio::buffer(&byte, 1), tock::timeout(limit, tuple_awaitable));
-  r.ec = n > 0 ? make_error_code(boost::system::errc::protocol_error) : ec;
+  r.ec = n > 0 ? make_error_code(sys::errc::protocol_error) : ec;
   r.after = clock_type::now() - start;
 }
 
@@ -302,7 +292,7 @@ asio::awaitable<void> slowloris_client(tcp::endpoint server, clock_type::duratio
     auto [rec, n] = co_await socket.async_read_some(asio::buffer(&reply, 1),
                                                     tock::timeout_at(start + interval * (i + 1), tuple_awaitable));
     if (rec == tock::error::timed_out) continue;
-    r.ec = n > 0 ? make_error_code(boost::system::errc::protocol_error) : rec;
+    r.ec = n > 0 ? make_error_code(sys::errc::protocol_error) : rec;
     break;
   }
   r.after = clock_type::now() - start;

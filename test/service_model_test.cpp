@@ -1,12 +1,9 @@
 // The timer service as a whole against a reference model: random timer and sleep operations on a real
 // io_context with deadlines a few milliseconds away, every completion recorded and checked afterwards.
+#include "test_asio.hpp"
+
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -22,7 +19,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using time_point = clock_type::time_point;

@@ -1,13 +1,9 @@
 // Destroying an io_context with waits pending: every handler is destroyed exactly once and none is invoked,
 // including handlers whose destructors destroy timers or start new waits on the dying context.
+#include "test_asio.hpp"
+
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -18,7 +14,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using time_point = clock_type::time_point;

@@ -2,6 +2,7 @@
 // never before and never after, on random inputs; one wake-up serves every entry whose window it falls in;
 // the service's default; set_slack on pending waits; bad input. Time moves in steps that divide every
 // deadline and slack, so the driver's armed times are met exactly and the bounds are exact.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/async_sleep.hpp>
@@ -11,9 +12,6 @@
 #include <tock/manual_clock.hpp>
 #include <tock/periodic_timer.hpp>
 
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -27,7 +25,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock::error_code;
 using tock::manual_clock;

@@ -3,19 +3,12 @@
 // it. tock must be as safe: the cases below destroy the signal, scribble over its memory (so that any later
 // use of the slot crashes, in every build, not only under ASan), then let the wait fire, be cancelled, be
 // destroyed or be dropped at shutdown. Templated cases run the same on Asio's type as the control.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/mpl/list.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -29,7 +22,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock_test::completion;
 using tock_test::error_code;

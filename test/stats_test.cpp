@@ -1,13 +1,11 @@
 // basic_timer_service::stats() in virtual time (tock::manual_clock): every counter equals the operations
 // performed, and the books balance (started == fired + aborted + withdrawn + pending) through a random mix.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <array>
@@ -18,7 +16,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock::error_code;
 using tock::manual_clock;
@@ -27,7 +24,6 @@ using manual_deadline = tock::basic_deadline<manual_clock>;
 using manual_service = tock::basic_timer_service<manual_clock>;
 
 tock::timer_stats stats_of(asio::io_context& ctx) { return manual_service::of(ctx.get_executor()).stats(); }
-
 
 void check_balanced(const tock::timer_stats& s) {
   BOOST_CHECK_MESSAGE(s.balanced(), "started " << s.started << " != fired " << s.fired << " + aborted " << s.aborted

@@ -3,13 +3,12 @@
 #ifndef TOCK_TEST_SUPPORT_HPP
 #define TOCK_TEST_SUPPORT_HPP
 
+#include "test_asio.hpp"
+
 #include <tock/error.hpp>
 #include <tock/manual_clock.hpp>
 #include <tock/timer_service.hpp>
 
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/system/error_code.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
@@ -20,8 +19,7 @@
 
 namespace tock_test {
 
-namespace asio = boost::asio;
-using error_code = boost::system::error_code;
+using error_code = sys::error_code;
 using steady_clock = std::chrono::steady_clock;
 
 // Long enough never to pass during a test: an operation limited by it completes only if something else ends it.

@@ -1,12 +1,9 @@
 // The timer service under concurrency: four threads run one io_context while jobs on those threads and on two
 // plain threads create, reset, cancel, move and destroy timers and start sleeps. Meant to pass under TSan.
+#include "test_asio.hpp"
+
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -23,7 +20,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using time_point = clock_type::time_point;

@@ -6,20 +6,13 @@
 #ifndef TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 #define TOCK_TEST_TIMED_OPS_SUPPORT_HPP
 
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/deadline.hpp>
 #include <tock/manual_clock.hpp>
 #include <tock/timeout.hpp>
 
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <array>
@@ -35,7 +28,6 @@
 
 namespace tock_test {
 
-namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using steady_clock = std::chrono::steady_clock;
 
@@ -86,7 +78,6 @@ inline auto record_io_then(io_result& r, std::function<void()> then) {
 
 // The smallest step of the manual clock: `t - tick` is the last moment before `t`.
 inline constexpr tock::manual_clock::duration tick{1};
-
 
 // run_until_idle(ctx), for a context that settle() or advance_to() may have left stopped.
 inline bool rerun_until_idle(asio::io_context& ctx) {

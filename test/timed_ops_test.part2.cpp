@@ -1,26 +1,12 @@
 // timed_ops_test, continued (see timed_ops_test.cpp): completion tokens, then what only a deadline does
 // (moving it, waiting on it, cancelling, destroying and moving it) and what only a timeout does. All in
 // virtual time (tock::basic_deadline<tock::manual_clock>, tock::timeout<tock::manual_clock>).
+#include "test_asio.hpp"
 #include "test_support.hpp"
 #include "timed_ops_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/socket_base.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/system/errc.hpp>
-#include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -38,7 +24,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using namespace asio::experimental::awaitable_operators;
 using namespace tock_test;  // test_support.hpp (never, service_of, check_idle, ...), timed_ops_support.hpp
@@ -64,7 +49,7 @@ TIMED_OPS_FIXTURE_CASE(use_awaitable_read_throws_timed_out, pending_read) {
         try {
           co_await read(limit.bind(asio::use_awaitable));
           returned = true;
-        } catch (const boost::system::system_error& e) {
+        } catch (const sys::system_error& e) {
           thrown = e.code();
           at = manual_clock::now();
         }
@@ -76,7 +61,7 @@ TIMED_OPS_FIXTURE_CASE(use_awaitable_read_throws_timed_out, pending_read) {
       }));
   BOOST_CHECK(!returned);
   BOOST_CHECK_EQUAL(thrown, timed_out);
-  BOOST_CHECK(thrown == boost::system::errc::timed_out);
+  BOOST_CHECK(thrown == sys::errc::timed_out);
   BOOST_CHECK(at == limit.not_before());
   check_idle<manual_clock>(ctx);
 }
@@ -161,7 +146,7 @@ TIMED_OPS_FIXTURE_CASE(deferred_read_awaited_throws_timed_out, pending_read) {
         auto op = read(limit.bind(asio::deferred));
         try {
           co_await std::move(op)(asio::use_awaitable);
-        } catch (const boost::system::system_error& e) {
+        } catch (const sys::system_error& e) {
           thrown = e.code();
           at = manual_clock::now();
         }
@@ -215,7 +200,7 @@ TIMED_OPS_FIXTURE_CASE(or_with_shorter_sleep_aborts_read, pending_read) {
     auto limited_read = [&]() -> asio::awaitable<void> {
       try {
         co_await read(limit.bind(asio::use_awaitable));
-      } catch (const boost::system::system_error& e) {
+      } catch (const sys::system_error& e) {
         read_error = e.code();
         throw;
       }

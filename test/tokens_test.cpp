@@ -1,28 +1,11 @@
 // tock's asynchronous operations work with Asio's completion tokens and handler binders. Every case runs
 // twice: once with tock::timer::async_wait and once with tock::async_sleep_for.
+#include "test_asio.hpp"
 #include "test_support.hpp"
 
 #include <tock/tock.hpp>
 
-#include <boost/asio/append.hpp>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/consign.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/system_executor.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/mpl/list.hpp>
-#include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -36,7 +19,6 @@
 
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using tock_test::allocation_counts;
 using tock_test::completion;
@@ -113,7 +95,7 @@ auto expect_no_exception() {
   };
 }
 
-bool is_operation_aborted(const boost::system::system_error& e) { return e.code() == asio::error::operation_aborted; }
+bool is_operation_aborted(const sys::system_error& e) { return e.code() == asio::error::operation_aborted; }
 
 }  // namespace
 
@@ -176,7 +158,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(use_future_get_throws_operation_aborted_when_abort
 
   BOOST_TEST(run_until_idle(ctx));
   BOOST_REQUIRE(f.wait_for(0s) == std::future_status::ready);
-  BOOST_CHECK_EXCEPTION(f.get(), boost::system::system_error, is_operation_aborted);
+  BOOST_CHECK_EXCEPTION(f.get(), sys::system_error, is_operation_aborted);
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(use_future_get_blocks_while_another_thread_runs_the_context, Op, operations) {

@@ -4,7 +4,7 @@
 // when TOCK_STANDALONE_ASIO is defined, as the CMake option TOCK_ASIO=standalone does for the tock target and
 // its users. Every other tock file spells Asio `asio::` and its error types `sys::` (the aliases
 // tock::asio and tock::sys below). Both backends need Asio
-// >= 1.26 (Boost >= 1.81): tock uses asio::associator and the cancellation-slot API of that release.
+// >= 1.26 (Boost >= 1.81): Asio 1.22 has append and as_tuple only as experimental.
 #ifndef TOCK_CONFIG_HPP
 #define TOCK_CONFIG_HPP
 
@@ -14,6 +14,10 @@
 #define ASIO_STANDALONE
 #endif
 #include <asio/version.hpp>
+#if ASIO_VERSION < 102600
+#error \
+    "tock needs standalone Asio >= 1.26 (asio::append and asio::as_tuple; Debian 12's libasio-dev, 1.22, has them only as experimental)"
+#endif
 #include <system_error>
 
 #define TOCK_ASIO_VERSION ASIO_VERSION
@@ -57,6 +61,9 @@
 #else
 
 #include <boost/asio/version.hpp>
+#if BOOST_ASIO_VERSION < 102600
+#error "tock needs Boost >= 1.81 (Boost.Asio >= 1.26; Debian 12: apt-get install libboost1.81-dev)"
+#endif
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -99,10 +106,6 @@
 
 #endif
 
-#if TOCK_ASIO_VERSION < 102600
-#error "tock needs Asio >= 1.26 (Boost >= 1.81, or standalone Asio >= 1.26): it uses asio::associator"
-#endif
-
 namespace tock {
 
 /// The Asio tock is built on: boost::asio, or standalone Asio's namespace asio.
@@ -119,8 +122,10 @@ namespace detail {
 // Whether this Asio's basic_waitable_timer still has its deprecated members (expires_at() as a getter,
 // expires_from_now, cancel(ec)...): Boost.Asio 1.81 does unless BOOST_ASIO_NO_DEPRECATED is defined, Asio
 // 1.38 has none. tock::basic_timer offers them exactly when this holds, so old code moves over unchanged.
+template <typename Timer>
+inline constexpr bool has_deprecated_timer_members = requires(Timer& t) { t.expires_from_now(); };
 inline constexpr bool asio_timer_has_deprecated_members =
-    requires(asio::basic_waitable_timer<std::chrono::steady_clock>& t) { t.expires_from_now(); };
+    has_deprecated_timer_members<asio::basic_waitable_timer<std::chrono::steady_clock>>;
 
 }  // namespace detail
 }  // namespace tock

@@ -59,18 +59,10 @@
 // In this binary Asio's own memory goes through operator new (see CMakeLists.txt), so Asio's posts and
 // dispatches (the drain, the manual driver, strands) fail as well.
 #define BOOST_TEST_MODULE tock_fault_tests
+#include "../test_asio.hpp"
+
 #include <tock/tock.hpp>
 
-#include <boost/asio/bind_allocator.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/connect_pair.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <dlfcn.h>
@@ -126,6 +118,13 @@ char* asio_internal_flag();
 // handler there (or terminates), with or without tock: asio_control shows it on an Asio-only scenario. Read
 // from the stack (names: linked with -rdynamic, helpers not in an anonymous namespace); backtrace() is
 // warmed up before any failure is armed, so it does not allocate here.
+// Mangled names in Asio's detail namespace start with this.
+#if defined(TOCK_STANDALONE_ASIO)
+constexpr const char* asio_detail_prefix = "_ZN4asio6detail";
+#else
+constexpr const char* asio_detail_prefix = "_ZN5boost4asio6detail";
+#endif
+
 bool asio_internal_stack() {
   void* frames[96];
   const int n = backtrace(frames, 96);
@@ -137,7 +136,7 @@ bool asio_internal_stack() {
     const char* name = info.dli_sname;
     if (show) std::fprintf(stderr, "  frame %d: %.200s\n", i, name);
     if (std::strstr(name, "strand_executor_service7invoker") != nullptr) return true;
-    if (!tock_dispatching && std::strncmp(name, "_ZN5boost4asio6detail", 21) == 0 &&
+    if (!tock_dispatching && std::strncmp(name, asio_detail_prefix, std::strlen(asio_detail_prefix)) == 0 &&
         std::strstr(name, "11do_complete") != nullptr)
       return true;
   }
@@ -232,8 +231,7 @@ void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcep
 
 namespace faults {  // not anonymous: the stack read at a failure point needs exported names
 
-namespace asio = boost::asio;
-using error_code = boost::system::error_code;
+using error_code = sys::error_code;
 using namespace std::chrono_literals;
 using mclock = tock::manual_clock;
 using mtimer = tock::basic_timer<mclock>;

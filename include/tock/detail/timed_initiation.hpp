@@ -54,10 +54,29 @@ concept timed_registrar =
       { r.type() } -> std::same_as<asio::cancellation_type>;
     };
 
+// The executor type of an initiation that has one (an I/O object's), for timed_initiation to expose.
+template <typename Initiation>
+struct initiation_executor_type {};
+
+template <typename Initiation>
+  requires requires { typename Initiation::executor_type; }
+struct initiation_executor_type<Initiation> {
+  using executor_type = typename Initiation::executor_type;
+};
+
+// The initiation of a timed operation: registers its deadline entry, then starts the wrapped initiation. It
+// exposes the wrapped one's executor_type and get_executor(), as Asio's own initiations do, because adapters
+// outside (asio::cancel_after's timer, immediate completion) take the I/O object's executor from there.
 template <typename Initiation, timed_registrar Registrar, typename FirstSignature>
-class timed_initiation {
+class timed_initiation : public initiation_executor_type<Initiation> {
  public:
   timed_initiation(Initiation init, Registrar registrar) : init_(std::move(init)), registrar_(std::move(registrar)) {}
+
+  auto get_executor() const noexcept
+    requires requires(const Initiation& i) { i.get_executor(); }
+  {
+    return init_.get_executor();
+  }
 
   template <typename Handler, typename... Args>
   void operator()(Handler&& handler, Args&&... args) && {
