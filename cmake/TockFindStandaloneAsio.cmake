@@ -10,7 +10,7 @@ endif()
 set(TOCK_ASIO_ERROR "")
 set(TOCK_ASIO_VERSION "")
 if(NOT EXISTS "${TOCK_ASIO_INCLUDE_DIR}/asio/version.hpp")
-  set(TOCK_ASIO_ERROR "tock with TOCK_ASIO=standalone needs standalone Asio >= 1.26 and found none "
+  string(CONCAT TOCK_ASIO_ERROR "tock with TOCK_ASIO=standalone needs standalone Asio >= 1.26 and found none "
     "(TOCK_ASIO_INCLUDE_DIR='${TOCK_ASIO_INCLUDE_DIR}'): set TOCK_ASIO_INCLUDE_DIR to the directory holding "
     "asio.hpp (Asio is header-only: https://think-async.com), or use -DTOCK_ASIO=boost.")
   return()
@@ -23,7 +23,7 @@ math(EXPR tock_asio_minor "${tock_asio_version} / 100 % 1000")
 math(EXPR tock_asio_patch "${tock_asio_version} % 100")
 set(TOCK_ASIO_VERSION "${tock_asio_major}.${tock_asio_minor}.${tock_asio_patch}")
 if(tock_asio_version LESS 102600)
-  set(TOCK_ASIO_ERROR "tock needs standalone Asio >= 1.26; ${TOCK_ASIO_INCLUDE_DIR} has Asio ${TOCK_ASIO_VERSION} "
+  string(CONCAT TOCK_ASIO_ERROR "tock needs standalone Asio >= 1.26; ${TOCK_ASIO_INCLUDE_DIR} has Asio ${TOCK_ASIO_VERSION} "
     "(Debian 12's libasio-dev is 1.22, whose append and as_tuple are still experimental): set "
     "TOCK_ASIO_INCLUDE_DIR to a newer Asio's include directory, or use -DTOCK_ASIO=boost with Boost >= 1.81.")
 endif()
