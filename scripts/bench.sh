@@ -2,10 +2,13 @@
 # Runs tock's benchmark suite (bench/timer_bench.cpp): every configuration in its own process, then a
 # table with ratios to asio::steady_timer and plots of ns/op against N.
 #
-# Usage: scripts/bench.sh [--quick] [--no-build]
-#   --quick     the one-minute smoke version: N in {10k, 100k}, 100k operations, no repeats
-#               (writes bench/results/quick.*, leaves latest.* alone)
-#   --no-build  use the binary already built
+# Usage: scripts/bench.sh [--quick] [--no-build] [--standalone]
+#   --quick       the one-minute smoke version: N in {10k, 100k}, 100k operations, no repeats
+#                 (writes bench/results/quick.*, leaves latest.* alone)
+#   --no-build    use the binary already built
+#   --standalone  build tock and the bench on standalone Asio ($TOCK_ASIO_INCLUDE_DIR, default the 1.38.2 in
+#                 ../shared/third_party) in build/bench-standalone, and also run bench/pingpong there (which
+#                 adds asio::cancel_after per read, 3 runs); writes bench/results/latest-standalone.* (or quick-standalone.*)
 # Output: bench/results/latest.csv (one row per configuration), latest.md (the tables and the targets),
 #         latest_syscalls.csv (strace counts for the sparse workload), fire.png churn.png touch.png memory.png.
 # The full run takes about 3-4 minutes on a 2-core machine (it must stay under 10).
@@ -13,12 +16,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
 
-quick=0 build=1 flags=""
+quick=0 build=1 flags="" standalone=0
 for arg in "$@"; do
     case $arg in
         --quick) quick=1 flags=" --quick" ;;
         --no-build) build=0 ;;
-        -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --standalone) standalone=1 ;;
+        -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "scripts/bench.sh: unknown argument '$arg' (try --help)" >&2; exit 64 ;;
     esac
 done
@@ -27,6 +31,13 @@ start=$SECONDS
 results=bench/results
 name=latest
 ((quick)) && name=quick
+((standalone)) && name=$name-standalone
+build_dir=build/release cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+if ((standalone)); then
+    build_dir=build/bench-standalone
+    cmake_args+=(-DTOCK_ASIO=standalone
+        "-DTOCK_ASIO_INCLUDE_DIR=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/include}")
+fi
 mkdir -p "$results"
 csv=$results/$name.csv
 syscalls=$results/${name}_syscalls.csv
@@ -34,17 +45,20 @@ log=$results/$name.log
 : >"$log"
 
 # --- Build (Release). Falls back to a hand compile if the CMake project does not build right now.
-bin=build/release/bench/timer_bench
+bin=$build_dir/bench/timer_bench
 if ((build)); then
-    echo "== building timer_bench (Release)"
-    if cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
-        cmake --build build/release -j2 --target timer_bench >>"$log" 2>&1; then
+    echo "== building timer_bench (Release, in $build_dir)"
+    if cmake -S . -B "$build_dir" "${cmake_args[@]}" >>"$log" 2>&1 &&
+        cmake --build "$build_dir" -j2 --target timer_bench pingpong >>"$log" 2>&1; then
         :
     else
         echo "   the CMake build failed (see $log); compiling by hand"
         bin=build/bench-manual/timer_bench
         mkdir -p build/bench-manual
-        g++ -O2 -DNDEBUG -std=c++20 -Iinclude bench/timer_bench.cpp src/error.cpp -lpthread -o "$bin"
+        manual=()
+        ((standalone)) && manual=(-DTOCK_STANDALONE_ASIO "-I${cmake_args[2]#-DTOCK_ASIO_INCLUDE_DIR=}")
+        g++ -O2 -DNDEBUG -std=c++20 -Iinclude -Itest "${manual[@]}" bench/timer_bench.cpp src/error.cpp -lpthread \
+            -o "$bin"
     fi
 fi
 [[ -x $bin ]] || { echo "scripts/bench.sh: no binary at $bin" >&2; exit 1; }
@@ -125,7 +139,7 @@ if command -v gnuplot >/dev/null; then
         systems=$(awk -F, -v w="$w" '$1 == w && !seen[$2]++ { printf "%s ", $2 }' "$csv")
         [[ -n $systems ]] || continue
         png=$results/$w.png
-        ((quick)) && png=$results/quick-$w.png
+        [[ $name != latest ]] && png=$results/${name#latest-}-$w.png
         if gnuplot -e "csv='$csv'; w='$w'; col=$col; systems='$systems'; ylabel='$label'; out='$png'" \
             bench/plot.gp >>"$log" 2>&1; then
             plots+=("$png")
@@ -136,6 +150,15 @@ if command -v gnuplot >/dev/null; then
     echo "== plots: ${plots[*]:-none}"
 else
     echo "== gnuplot is not available: skipping the plots"
+fi
+
+if ((standalone)); then
+    echo "== bench/pingpong on $(grep -o 'Asio [0-9.]*' <("$build_dir/bench/pingpong" 1000) || echo '?'), 3 runs"
+    : >"$results/$name-pingpong.txt"
+    for run in 1 2 3; do
+        "$build_dir/bench/pingpong" >>"$results/$name-pingpong.txt" || failed+=("pingpong run $run")
+    done
+    cat "$results/$name-pingpong.txt"
 fi
 
 elapsed=$((SECONDS - start))
