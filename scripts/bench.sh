@@ -9,7 +9,8 @@
 # Output: bench/results/latest.csv (one row per configuration), latest.md (the tables and the targets),
 #         latest_syscalls.csv (strace counts for the sparse workload), fire.png churn.png touch.png timeouts.png
 #         memory.png.
-# The full run takes about 3-4 minutes on a 2-core machine (it must stay under 10).
+# The full run takes about 3-4 minutes on a 2-core machine, plus about 75 s for the
+# timeouts workload (18 configurations; measured alone, pinned to one core, load 3) (it must stay under 10).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
