@@ -21,10 +21,20 @@
 //   verify(pending)             checks what the system can tell about its pending waits
 //   expiry(i)                   timer i's current deadline (check)
 //   touch_aborts                operation_aborted completions per touch; stale_allowed: see the check workload
+//
+// The timeouts workload's adapters (below, after the heap) hold request slots instead: request i is a
+// pending_request (bench_request.hpp) limited in time the system's way.
+//   start(i, d, h)              request i starts (its slot is free), limited to d from now; h: its handler
+//   complete(i)                 request i completes (success; in place when called inside the context)
+//   close_all()                 every pending request is aborted (operation_aborted), as closing sockets does
+//   in_context(f)               runs f inside the context's run() (post, then poll()); the heap calls f
+//   timer_waits, timer_side     1 if the system's timer completes a wait of its own per request (the idiom:
+//                               cancelled when the request completes), and those completions
 #ifndef TOCK_BENCH_SYSTEMS_HPP
 #define TOCK_BENCH_SYSTEMS_HPP
 
 #include "bench_heap.hpp"
+#include "bench_request.hpp"
 #include "bench_util.hpp"
 #include "test_asio.hpp"
 
@@ -33,6 +43,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -376,6 +387,179 @@ struct heap {
 // The heap runs no handlers: its pops are its successes, and it counts no aborts.
 inline void expect(const heap& s, const counts&, std::uint64_t ok, std::uint64_t, const char*) {
   check_count("popped", s.popped, ok);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// timeouts: n request slots, each a pending_request (bench_request.hpp) with a time limit, the system's way.
+// The adapter keeps a work guard on the context (the requests hold no work of their own), as a server's
+// listening socket keeps its context running, so that poll() never finds it out of work and stopped.
+
+struct request_slots {
+  using context = asio::io_context;
+
+  asio::io_context& ctx;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  std::unique_ptr<pending_request[]> req;
+  std::size_t n = 0;
+  counts timer_side;  // the completions of the systems' own timer waits (asio, tock_timer, tock_sleep)
+
+  explicit request_slots(asio::io_context& c) : ctx(c), work(c.get_executor()) {}
+  void reserve(std::size_t max) {
+    n = max;
+    req = std::make_unique<pending_request[]>(max);
+    for (std::size_t i = 0; i < max; ++i) req[i].open(ctx);
+  }
+  void complete(std::size_t i) { req[i].complete(); }
+  void close_all() {
+    for (std::size_t i = 0; i < n; ++i) req[i].cancel();
+  }
+  template <typename F>
+  void in_context(F& f) {
+    asio::post(ctx, [&f] { f(); });
+    ctx.poll();
+  }
+  void poll() { ctx.poll(); }
+};
+
+// The handler of a system's own timer wait: a timeout cancels its request (never in the workload's run).
+inline auto timer_side_handler(counts& c, pending_request& r) {
+  return [c = &c, r = &r](const error_code& ec) {
+    c->add(ec);
+    if (!ec) r->cancel();
+  };
+}
+
+// tock_timeout: each request started with tock::timeout(d, h), which removes its deadline when it completes.
+struct tock_timeout_requests : request_slots {
+  static constexpr const char* name = "tock_timeout";
+  static constexpr std::uint64_t timer_waits = 0;
+  static void warm_up(asio::io_context& ctx) { warm_up_sleeps(ctx); }
+  using request_slots::request_slots;
+
+  template <typename D, typename H>
+  void start(std::size_t i, const D& d, H&& h) {
+    req[i].async_wait(tock::timeout(d, std::forward<H>(h)));
+  }
+  void verify(std::size_t pending) const { check_pending(ctx, pending); }
+};
+
+// tock_deadline: one tock::deadline per slot, moved to now + d (expires_after), the request bound to it.
+struct tock_deadline_requests : request_slots {
+  static constexpr const char* name = "tock_deadline";
+  static constexpr std::uint64_t timer_waits = 0;
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<tock::timer>(ctx); }
+  using request_slots::request_slots;
+
+  std::vector<tock::deadline> deadlines;
+
+  void reserve(std::size_t max) {
+    request_slots::reserve(max);
+    deadlines.reserve(max);
+    for (std::size_t i = 0; i < max; ++i) deadlines.emplace_back(ctx);
+  }
+  template <typename D, typename H>
+  void start(std::size_t i, const D& d, H&& h) {
+    tock::deadline& dl = deadlines[i];
+    dl.expires_after(d);
+    req[i].async_wait(dl.bind(std::forward<H>(h)));
+  }
+  void verify(std::size_t pending) const { check_pending(ctx, pending); }
+};
+
+// asio, tock_timer: the Asio idiom, a timer per slot: expires_after(d) + async_wait beside the request; the
+// request's handler cancels the timer when it completes (the timer's wait completes with operation_aborted).
+template <typename Timer>
+struct timer_requests : request_slots {
+  static constexpr bool is_asio = std::is_same_v<Timer, asio::steady_timer>;
+  static constexpr const char* name = is_asio ? "asio" : "tock_timer";
+  static constexpr std::uint64_t timer_waits = 1;
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<Timer>(ctx); }
+  using request_slots::request_slots;
+
+  std::vector<Timer> timers;
+
+  void reserve(std::size_t max) {
+    request_slots::reserve(max);
+    timers.reserve(max);
+    for (std::size_t i = 0; i < max; ++i) timers.emplace_back(ctx);
+  }
+  template <typename D, typename H>
+  void start(std::size_t i, const D& d, H&& h) {
+    Timer& t = timers[i];
+    t.expires_after(d);
+    t.async_wait(timer_side_handler(timer_side, req[i]));
+    req[i].async_wait([t = &t, h = std::forward<H>(h)](const error_code& ec) {
+      t->cancel();
+      h(ec);
+    });
+  }
+  void verify(std::size_t pending) const {
+    if constexpr (!is_asio) check_pending(ctx, pending);
+  }
+};
+
+// tock_sleep: a cancellable sleep per request, tock::async_sleep_for bound to the slot's cancellation_signal,
+// emitted when the request completes (the sleep completes with operation_aborted).
+struct tock_sleep_requests : request_slots {
+  static constexpr const char* name = "tock_sleep";
+  static constexpr std::uint64_t timer_waits = 1;
+  static void warm_up(asio::io_context& ctx) { warm_up_sleeps(ctx); }
+  using request_slots::request_slots;
+
+  std::vector<asio::cancellation_signal> sig;
+
+  void reserve(std::size_t max) {
+    request_slots::reserve(max);
+    sig = std::vector<asio::cancellation_signal>(max);
+  }
+  template <typename D, typename H>
+  void start(std::size_t i, const D& d, H&& h) {
+    asio::cancellation_signal& s = sig[i];
+    tock::async_sleep_for(ctx, d, asio::bind_cancellation_slot(s.slot(), timer_side_handler(timer_side, req[i])));
+    req[i].async_wait([s = &s, h = std::forward<H>(h)](const error_code& ec) {
+      s->emit(asio::cancellation_type::terminal);
+      h(ec);
+    });
+  }
+  void verify(std::size_t pending) const { check_pending(ctx, pending); }
+};
+
+// heap: the floor, no request object, no event loop: a request's start is a push at now + d (one
+// steady_clock::now() each, like the others), its completion a remove; close_all() does nothing.
+struct heap_requests {
+  using context = heap::context;
+  static constexpr const char* name = "heap";
+  static constexpr std::uint64_t timer_waits = 0;
+  static void warm_up(context&) {}
+
+  bare_heap h;
+  std::uint64_t completed = 0;
+  counts timer_side;
+
+  explicit heap_requests(context&) {}
+  void reserve(std::size_t max) { h.reserve(max); }
+  template <typename D, typename H>
+  void start(std::size_t i, const D& d, H&&) {
+    h.push(static_cast<std::uint32_t>(i), now_ns() + to_ns(d));
+  }
+  void complete(std::size_t i) {
+    h.remove(static_cast<std::uint32_t>(i));
+    ++completed;
+  }
+  void close_all() {  // drops the pending entries (not counted)
+    while (!h.empty()) h.pop();
+  }
+  template <typename F>
+  void in_context(F& f) {
+    f();
+  }
+  void poll() {}
+  void verify(std::size_t pending) const { check_count("heap entries", h.size(), pending); }
+};
+
+// The heap runs no handlers: its removals are its successes, and it aborts nothing.
+inline void expect(const heap_requests& s, const counts&, std::uint64_t ok, std::uint64_t, const char*) {
+  check_count("completed", s.completed, ok);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -6,10 +6,10 @@
 //   timer_bench --header               the CSV header
 //   timer_bench --report=CSV [--syscalls=CSV]   Markdown tables, ratios to asio, targets met or missed
 //
-// Workloads: fire churn touch memory lateness sparse threads check periodic tasks.
-// Systems:   asio tock_timer tock_sleep tock_deadline watchdog heap tock_periodic tock_tasks (not every workload
-// applies to every system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for
-// what each measures.
+// Workloads: fire churn touch memory lateness sparse threads check periodic tasks timeouts.
+// Systems:   asio tock_timer tock_sleep tock_deadline tock_timeout watchdog heap tock_periodic tock_tasks (not
+// every workload applies to every system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see
+// bench/README.md for what each measures.
 #include "bench_report.hpp"
 #include "bench_tasks.hpp"
 #include "bench_util.hpp"
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-// Counts allocations for the periodic workload (bench::allocations()); otherwise what the default does.
+// Counts allocations for the periodic, tasks and timeouts workloads (bench::allocations()); else the default.
 void* operator new(std::size_t size) {
   ++bench::allocation_count;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
@@ -62,6 +62,8 @@ using threads_systems = systems<asio_timers, tock_timers>;
 using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog>;
 using periodic_systems = systems<asio_periodic, tock_periodic>;
 using tasks_systems = systems<asio_tasks, tock_tasks>;
+using timeouts_systems = systems<timer_requests<asio::steady_timer>, tock_timeout_requests, tock_deadline_requests,
+                                 timer_requests<tock::timer>, tock_sleep_requests, heap_requests>;
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_systems() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> v = {
@@ -70,6 +72,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_sy
       {"lateness", lateness_systems::names()}, {"sparse", sparse_systems::names()},
       {"threads", threads_systems::names()},   {"check", check_systems::names()},
       {"periodic", periodic_systems::names()}, {"tasks", tasks_systems::names()},
+      {"timeouts", timeouts_systems::names()},
   };
   return v;
 }
@@ -141,6 +144,11 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
   } else if (w == "tasks") {
     tasks_systems::with(
         s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return tasks<S>(n, ops, r.allocs_per_op); }); });
+  } else if (w == "timeouts") {
+    const op_input in = random_ops(n, ops, 0, 0);  // which slot's request completes; the limit is always 30 s
+    timeouts_systems::with(s, [&]<typename S>() {
+      r.ns_per_op = median_of(repeats, [&] { return timeouts<S>(n, in.idx, r.allocs_per_op); });
+    });
   } else if (w == "check") {
     check_systems::with(s, []<typename S>() { check_idle<S>(); });
   }

@@ -10,8 +10,10 @@
 #                 ../shared/third_party) in build/bench-standalone, and also run bench/pingpong there (which
 #                 adds asio::cancel_after per read, 3 runs); writes bench/results/latest-standalone.* (or quick-standalone.*)
 # Output: bench/results/latest.csv (one row per configuration), latest.md (the tables and the targets),
-#         latest_syscalls.csv (strace counts for the sparse workload), fire.png churn.png touch.png memory.png.
-# The full run takes about 3-4 minutes on a 2-core machine (it must stay under 10).
+#         latest_syscalls.csv (strace counts for the sparse workload), fire.png churn.png touch.png timeouts.png
+#         memory.png.
+# The full run takes about 3-4 minutes on a 2-core machine, plus about 75 s for the
+# timeouts workload (18 configurations; measured alone, pinned to one core, load 3) (it must stay under 10).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
@@ -134,7 +136,7 @@ fi
 if command -v gnuplot >/dev/null; then
     plots=()
     for spec in "fire:4:CPU ns per timer" "churn:4:CPU ns per cancel+reschedule" \
-        "touch:4:CPU ns per touch" "memory:5:bytes per pending timer"; do
+        "touch:4:CPU ns per touch" "timeouts:4:CPU ns per request" "memory:5:bytes per pending timer"; do
         IFS=: read -r w col label <<<"$spec"
         systems=$(awk -F, -v w="$w" '$1 == w && !seen[$2]++ { printf "%s ", $2 }' "$csv")
         [[ -n $systems ]] || continue
