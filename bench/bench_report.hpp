@@ -72,6 +72,7 @@ inline const char* system_label(const std::string& s) {
   if (s == "tock_sleep_slack") return "tock::async_sleep, 1 ms slack";
   if (s == "tock_deadline") return "tock::deadline";
   if (s == "tock_timeout") return "tock::timeout";
+  if (s == "asio_cancel_after") return "asio::cancel_after";
   if (s == "watchdog") return "watchdog (asio)";
   if (s == "heap") return "bare heap (floor)";
   if (s == "tock_periodic") return "tock::periodic_timer";
@@ -80,9 +81,9 @@ inline const char* system_label(const std::string& s) {
 }
 
 inline const std::vector<std::string>& all_systems() {
-  static const std::vector<std::string> v = {"asio",          "tock_timer",    "tock_sleep", "tock_sleep_slack",
-                                             "tock_timeout",  "tock_deadline", "watchdog",   "heap",
-                                             "tock_periodic", "tock_tasks"};
+  static const std::vector<std::string> v = {"asio",          "tock_timer",    "tock_sleep",       "tock_sleep_slack",
+                                             "tock_timeout",  "tock_deadline", "watchdog",         "heap",
+                                             "tock_periodic", "tock_tasks",    "asio_cancel_after"};
   return v;
 }
 

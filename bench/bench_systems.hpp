@@ -443,6 +443,23 @@ struct tock_timeout_requests : request_slots {
   void verify(std::size_t pending) const { check_pending(ctx, pending); }
 };
 
+#if TOCK_ASIO_VERSION >= 103100
+// asio_cancel_after (Asio >= 1.31): each request started with asio::cancel_after(d, handler), Asio's own per-operation
+// limit (a steady_timer made for each operation).
+struct asio_cancel_after_requests : request_slots {
+  static constexpr const char* name = "asio_cancel_after";
+  static constexpr std::uint64_t timer_waits = 0;
+  static void warm_up(asio::io_context& ctx) { warm_up_timers<asio::steady_timer>(ctx); }
+  using request_slots::request_slots;
+
+  template <typename D, typename H>
+  void start(std::size_t i, const D& d, H&& h) {
+    req[i].async_wait(asio::cancel_after(d, std::forward<H>(h)));
+  }
+  void verify(std::size_t) const {}
+};
+#endif
+
 // tock_deadline: one tock::deadline per slot, moved to now + d (expires_after), the request bound to it.
 struct tock_deadline_requests : request_slots {
   static constexpr const char* name = "tock_deadline";

@@ -63,7 +63,12 @@ using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog
 using periodic_systems = systems<asio_periodic, tock_periodic>;
 using tasks_systems = systems<asio_tasks, tock_tasks>;
 using timeouts_systems = systems<timer_requests<asio::steady_timer>, tock_timeout_requests, tock_deadline_requests,
-                                 timer_requests<tock::timer>, tock_sleep_requests, heap_requests>;
+                                 timer_requests<tock::timer>, tock_sleep_requests, heap_requests
+#if TOCK_ASIO_VERSION >= 103100
+                                 ,
+                                 asio_cancel_after_requests
+#endif
+                                 >;
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_systems() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> v = {
