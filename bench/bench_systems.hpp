@@ -419,6 +419,12 @@ struct request_slots {
     ctx.poll();
   }
   void poll() { ctx.poll(); }
+  // One timer object per slot (a deadline, a timer), made on the context.
+  template <typename T>
+  void make_per_slot(std::vector<T>& objects, std::size_t max) {
+    objects.reserve(max);
+    for (std::size_t i = 0; i < max; ++i) objects.emplace_back(ctx);
+  }
 };
 
 // The handler of a system's own timer wait: a timeout cancels its request (never in the workload's run).
@@ -471,8 +477,7 @@ struct tock_deadline_requests : request_slots {
 
   void reserve(std::size_t max) {
     request_slots::reserve(max);
-    deadlines.reserve(max);
-    for (std::size_t i = 0; i < max; ++i) deadlines.emplace_back(ctx);
+    make_per_slot(deadlines, max);
   }
   template <typename D, typename H>
   void start(std::size_t i, const D& d, H&& h) {
@@ -497,8 +502,7 @@ struct timer_requests : request_slots {
 
   void reserve(std::size_t max) {
     request_slots::reserve(max);
-    timers.reserve(max);
-    for (std::size_t i = 0; i < max; ++i) timers.emplace_back(ctx);
+    make_per_slot(timers, max);
   }
   template <typename D, typename H>
   void start(std::size_t i, const D& d, H&& h) {
