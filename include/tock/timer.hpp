@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-/// Timers for Boost.Asio: every name tock offers (detail:: holds its internals).
+/// Timers for Asio (Boost.Asio or standalone, see config.hpp): every name tock offers (detail:: holds its internals).
 namespace tock {
 
 /// The timer most code wants: std::chrono::steady_clock, any_io_executor.
