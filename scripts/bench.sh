@@ -34,11 +34,11 @@ results=bench/results
 name=latest
 ((quick)) && name=quick
 ((standalone)) && name=$name-standalone
-build_dir=build/release cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+build_dir=build/release cmake_args=(-DCMAKE_BUILD_TYPE=Release) asio_dir=""
 if ((standalone)); then
     build_dir=build/bench-standalone
-    cmake_args+=(-DTOCK_ASIO=standalone
-        "-DTOCK_ASIO_INCLUDE_DIR=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/include}")
+    asio_dir=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/include}
+    cmake_args+=(-DTOCK_ASIO=standalone "-DTOCK_ASIO_INCLUDE_DIR=$asio_dir")
 fi
 mkdir -p "$results"
 csv=$results/$name.csv
@@ -58,7 +58,7 @@ if ((build)); then
         bin=build/bench-manual/timer_bench
         mkdir -p build/bench-manual
         manual=()
-        ((standalone)) && manual=(-DTOCK_STANDALONE_ASIO "-I${cmake_args[2]#-DTOCK_ASIO_INCLUDE_DIR=}")
+        ((standalone)) && manual=(-DTOCK_STANDALONE_ASIO "-I$asio_dir")
         g++ -O2 -DNDEBUG -std=c++20 -Iinclude -Itest "${manual[@]}" bench/timer_bench.cpp src/error.cpp -lpthread \
             -o "$bin"
     fi

@@ -143,6 +143,15 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_moved_from_timer_with_a_strand_keeps_it, Timer, 
 template <typename Timer>
 inline constexpr bool deprecated_members = tock::detail::has_deprecated_timer_members<Timer>;
 
+// A timer set to `never` with one wait pending, which the case's change of expiry aborts.
+template <typename Timer>
+struct pending_wait {
+  asio::io_context ctx;
+  Timer timer{ctx, never};
+  completion aborted;
+  pending_wait() { timer.async_wait(record(aborted)); }
+};
+
 BOOST_AUTO_TEST_CASE(tock_timers_have_the_deprecated_members_exactly_when_asios_do) {
   static_assert(deprecated_members<tock::timer> == deprecated_members<asio::steady_timer>);
   static_assert(deprecated_members<tock::basic_timer<tock::manual_clock>> ==
@@ -187,10 +196,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_getter_is_the_expiry_relative_to_
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_sets_the_expiry_and_aborts_the_pending_wait, Timer, timer_types) {
   if constexpr (deprecated_members<Timer>) {
-    asio::io_context ctx;
-    Timer timer(ctx, never);
-    completion aborted;
-    timer.async_wait(record(aborted));
+    pending_wait<Timer> w;
+    auto& [ctx, timer, aborted] = w;
     const auto before = steady_clock::now();
     BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms)), 1u);
     BOOST_CHECK(timer.expiry() >= before + 5ms);
@@ -206,10 +213,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_sets_the_expiry_and_aborts_the_pe
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_with_an_error_code_clears_it, Timer, timer_types) {
   if constexpr (deprecated_members<Timer>) {
-    asio::io_context ctx;
-    Timer timer(ctx, never);
-    completion aborted;
-    timer.async_wait(record(aborted));
+    pending_wait<Timer> w;
+    auto& [ctx, timer, aborted] = w;
     error_code ec = asio::error::invalid_argument;
     BOOST_CHECK_EQUAL(timer.expires_from_now(typename Timer::duration(5ms), ec), 1u);
     BOOST_CHECK(!ec);
@@ -221,10 +226,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(expires_from_now_with_an_error_code_clears_it, Tim
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(expires_at_with_an_error_code_sets_the_expiry_and_clears_it, Timer, timer_types) {
   if constexpr (deprecated_members<Timer>) {
-    asio::io_context ctx;
-    Timer timer(ctx, never);
-    completion aborted;
-    timer.async_wait(record(aborted));
+    pending_wait<Timer> w;
+    auto& [ctx, timer, aborted] = w;
     error_code ec = asio::error::invalid_argument;
     const auto t = steady_clock::now() + 5ms;
     BOOST_CHECK_EQUAL(timer.expires_at(t, ec), 1u);
