@@ -16,12 +16,15 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
+# The standalone Asio of the standalone configuration: CI provides ../shared beside the checkout.
+standalone_asio=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/include}
+
 declare -A cmake_args=(
     [release]="-DCMAKE_BUILD_TYPE=Release"
     [asan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=address,undefined -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
     [tsan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=thread -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
     [clang]="-G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=Release"
-    [standalone]="-DCMAKE_BUILD_TYPE=Release -DTOCK_ASIO=standalone -DTOCK_ASIO_INCLUDE_DIR=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/include}"
+    [standalone]="-DCMAKE_BUILD_TYPE=Release -DTOCK_ASIO=standalone -DTOCK_ASIO_INCLUDE_DIR=$standalone_asio"
 )
 # Checks that are scripts of their own; each counts as one test.
 declare -A script_checks=(
@@ -52,6 +55,13 @@ run_config() {
         mkdir -p "$dir" && echo "$result" >"$dir/ctest.log"
         [[ $result == 100%* ]]
         return
+    fi
+    if [[ $name == standalone && ! -f $standalone_asio/asio.hpp ]]; then
+        # A clone without ../shared (say in /tmp) skips it, loudly; CI, which must test it, fails.
+        echo "standalone: no standalone Asio at $standalone_asio (set TOCK_ASIO_INCLUDE_DIR)" >&2
+        [[ ${CI:-} == true ]] && return 1
+        mkdir -p "$dir" && echo "SKIPPED: 100% tests passed, 0 tests failed out of 0" >"$dir/ctest.log"
+        return 0
     fi
     [[ $name == tsan ]] && read -ra launcher <<<"$(tsan_launcher)"
     # shellcheck disable=SC2086 # cmake_args holds several words
