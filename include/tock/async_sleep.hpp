@@ -26,6 +26,12 @@ typename Clock::time_point to_clock_time_point(const std::chrono::time_point<Clo
   return typename Clock::time_point(saturating_cast<typename Clock::duration>(t.time_since_epoch()));
 }
 
+// A sleep's duration from now, which lets it join a lane (detail/sleep_lanes.hpp).
+template <typename Duration>
+struct sleep_span {
+  Duration d;
+};
+
 // Holds the executor as Asio's I/O objects' initiations do, so that adapters (tock::timeout, a deadline's bind())
 // find the operation's default executor through get_executor() when the handler has none of its own.
 template <typename Clock, typename Executor>
@@ -47,6 +53,18 @@ class initiate_sleep_until {
     basic_timer_service<Clock>::of(ex_).async_sleep_until(t, slack, std::forward<Handler>(handler), ex_);
   }
 
+  template <typename Handler>
+  void operator()(Handler&& handler, const typename Clock::time_point& t,
+                  const sleep_span<typename Clock::duration>& span) const {
+    basic_timer_service<Clock>::of(ex_).async_sleep_for(t, span.d, std::forward<Handler>(handler), ex_);
+  }
+
+  template <typename Handler>
+  void operator()(Handler&& handler, const typename Clock::time_point& t, const typename Clock::duration& slack,
+                  const sleep_span<typename Clock::duration>& span) const {
+    basic_timer_service<Clock>::of(ex_).async_sleep_for(t, span.d, slack, std::forward<Handler>(handler), ex_);
+  }
+
  private:
   Executor ex_;
 };
@@ -59,6 +77,13 @@ class initiate_sleep_on_handler_executor {
   void operator()(Handler&& handler, const typename Clock::time_point& t) const {
     const auto ex = asio::get_associated_executor(handler);
     basic_timer_service<Clock>::of(ex).async_sleep_until(t, std::forward<Handler>(handler), ex);
+  }
+
+  template <typename Handler>
+  void operator()(Handler&& handler, const typename Clock::time_point& t,
+                  const sleep_span<typename Clock::duration>& span) const {
+    const auto ex = asio::get_associated_executor(handler);
+    basic_timer_service<Clock>::of(ex).async_sleep_for(t, span.d, std::forward<Handler>(handler), ex);
   }
 };
 
@@ -105,8 +130,11 @@ template <typename Executor, typename Rep, typename Period, typename Token = asi
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
                      Token&& token = asio::default_completion_token_t<Executor>()) {
-  return tock::async_sleep_until(ex, detail::saturating_add(std::chrono::steady_clock::now(), d),
-                                 std::forward<Token>(token));
+  using clock = std::chrono::steady_clock;
+  const auto span = detail::saturating_cast<clock::duration>(d);
+  return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<clock, Executor>(ex), token,
+                                                       detail::saturating_add(clock::now(), d),
+                                                       detail::sleep_span<clock::duration>{span});
 }
 
 /// The same, completing up to `slack` late (see async_sleep_until).
@@ -116,8 +144,11 @@ template <typename Executor, typename Rep, typename Period, typename Rep2, typen
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
                      const std::chrono::duration<Rep2, Period2>& slack,
                      Token&& token = asio::default_completion_token_t<Executor>()) {
-  return tock::async_sleep_until(ex, detail::saturating_add(std::chrono::steady_clock::now(), d), slack,
-                                 std::forward<Token>(token));
+  using clock = std::chrono::steady_clock;
+  const auto span = detail::saturating_cast<clock::duration>(d);
+  return asio::async_initiate<Token, void(error_code)>(
+      detail::initiate_sleep_until<clock, Executor>(ex), token, detail::saturating_add(clock::now(), d),
+      detail::saturating_cast<clock::duration>(slack), detail::sleep_span<clock::duration>{span});
 }
 
 /// The same on `ctx`'s executor.
@@ -140,7 +171,10 @@ asio::awaitable<void> sleep_until(const std::chrono::time_point<Clock, Duration>
 /// `co_await tock::sleep_for(100ms);` inside asio::awaitable<>: as sleep_until(steady_clock::now() + d).
 template <typename Rep, typename Period>
 asio::awaitable<void> sleep_for(const std::chrono::duration<Rep, Period>& d) {
-  return tock::sleep_until(detail::saturating_add(std::chrono::steady_clock::now(), d));
+  using clock = std::chrono::steady_clock;
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
+      detail::initiate_sleep_on_handler_executor<clock>(), asio::use_awaitable, detail::saturating_add(clock::now(), d),
+      detail::sleep_span<clock::duration>{detail::saturating_cast<clock::duration>(d)});
 }
 
 }  // namespace tock

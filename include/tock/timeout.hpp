@@ -90,7 +90,10 @@ class timeout_registrar {
   service_type& service_for(const Executor& ex) const {
     return service_type::of(ex);
   }
-  error_code add(service_type& s, sleep_entry& entry) const { return s.schedule(entry, spec_.deadline()); }
+  error_code add(service_type& s, sleep_entry& entry) const {
+    using duration = typename Clock::duration;
+    return s.schedule(entry, spec_.deadline(), spec_.after ? *spec_.after : duration::zero());
+  }
   asio::cancellation_type type() const noexcept { return spec_.type; }
 
  private:

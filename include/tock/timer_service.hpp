@@ -200,14 +200,30 @@ class basic_timer_service : public asio::execution_context::service {
   /// and guarantee; throws std::invalid_argument if `slack` < 0.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, const duration& slack, Handler&& handler, const IoExecutor& io_ex) {
-    sleep_time at{t, checked_slack(slack)};
+    sleep_time at{t, checked_slack(slack), duration::zero()};
     start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
   }
 
   /// The same with the default slack.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
-    sleep_time at{t, default_slack()};
+    sleep_time at{t, default_slack(), duration::zero()};
+    start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
+  }
+
+  /// A sleep until `t` that was computed as now + `span`: the same, but sleeps of a repeated span (the idle,
+  /// request or write timeout of a server) queue in O(1) (detail/sleep_lanes.hpp). `slack` as above.
+  template <typename Handler, typename IoExecutor>
+  void async_sleep_for(const time_point& t, const duration& span, const duration& slack, Handler&& handler,
+                       const IoExecutor& io_ex) {
+    sleep_time at{t, checked_slack(slack), span};
+    start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
+  }
+
+  /// The same with the default slack.
+  template <typename Handler, typename IoExecutor>
+  void async_sleep_for(const time_point& t, const duration& span, Handler&& handler, const IoExecutor& io_ex) {
+    sleep_time at{t, default_slack(), span};
     start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
   }
 
@@ -224,11 +240,12 @@ class basic_timer_service : public asio::execution_context::service {
   /// Schedules an entry at `t` (with the default slack); it fires through its completion function (op_action::invoke,
   /// from inside the context's run()) unless unscheduled first. Returns tock::error::shut_down or capacity_exceeded
   /// when it could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
-  error_code schedule(detail::sleep_entry& entry, const time_point& t) {
+  /// A `span` > 0 says that `t` is now + span (see async_sleep_for).
+  error_code schedule(detail::sleep_entry& entry, const time_point& t, const duration& span = duration::zero()) {
     std::lock_guard<std::mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (queue_.sleep_past_capacity(t)) return core_->refused_locked();
-    place_locked(sleep_time{t, default_slack()}, entry);
+    place_locked(sleep_time{t, default_slack(), span}, entry);
     return error_code();
   }
 
@@ -273,6 +290,7 @@ class basic_timer_service : public asio::execution_context::service {
   struct sleep_time {  // where a sleep goes
     time_point at;
     duration slack;
+    duration span;  // at = now + span, if > 0: it may join a lane
   };
 
   static const duration& checked_slack(const duration& slack) {
@@ -360,11 +378,11 @@ class basic_timer_service : public asio::execution_context::service {
     core_->count_started_locked(queue_.pending());
   }
   void place_locked(const sleep_time& t, sleep_entry& op) {
-    queue_.reserve_at(t.at);
-    if (t.at == time_point::max()) reserve_parked_work();
     const time_point latest = detail::latest_time(t.at, t.slack);
+    const std::int32_t lane = queue_.reserve_sleep(t.at, latest, t.span, t.slack);
+    if (t.at == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(latest);
-    queue_.push_sleep(op, t.at, latest);
+    queue_.push_sleep(op, t.at, latest, lane);
     core_->count_started_locked(queue_.pending());
   }
 

@@ -84,6 +84,15 @@ class deadline_heap {
       sift_down(i);
   }
 
+  // O(log N): `in` takes the place of `out`, which leaves, with its own key (a lane's next head: sleep_lanes.hpp).
+  void replace(heap_node& out, heap_node& in, const Key& key) noexcept {
+    const std::uint32_t i = out.position;
+    out.position = heap_node::nowhere;
+    entries_[i].node = &in;
+    in.position = i;
+    rekey(in, key);
+  }
+
   // O(1): the node object moved to new memory (a timer was moved).
   void relocate(heap_node& from, heap_node& to) noexcept { entries_[from.position].node = &to; }
 

@@ -5,6 +5,7 @@
 #define TOCK_DETAIL_TIMER_QUEUE_HPP
 
 #include <tock/detail/deadline_heap.hpp>
+#include <tock/detail/sleep_lanes.hpp>
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/wait_op.hpp>
 
@@ -15,14 +16,16 @@
 namespace tock::detail {
 
 // Entries are timers (one heap slot however many waits) and sleeps (a sleep or a tock::timeout entry is its
-// own node), keyed by their latest times (timer_node.hpp: the rules on keys). Waits at TimePoint::max() never
-// fire: they are parked in a side list, and take no heap slot. Calls that may allocate come in two steps, a
-// reserve_* that throws with nothing changed and a noexcept step that changes things.
+// own node), keyed by their latest times (timer_node.hpp: the rules on keys). Sleeps of a repeated duration queue
+// in lanes, of which only the oldest is in the heap (sleep_lanes.hpp: the rules on lanes). Waits at
+// TimePoint::max() never fire: they are parked in a side list, and take no heap slot. Calls that may allocate come in
+// two steps, a reserve_* that throws with nothing changed and a noexcept step that changes things.
 template <typename TimePoint>
 class timer_queue {
  public:
   using timer = timer_node<TimePoint>;
   using duration = typename TimePoint::duration;
+  using lanes_type = sleep_lanes<TimePoint>;
 
   // What pop_due() found: a sleep out of the heap, or the oldest waiting wait of a timer, fired.
   struct due {
@@ -38,6 +41,7 @@ class timer_queue {
   std::size_t pending() const noexcept { return heap_waits_ + parked_waits_; }
   std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits whose timer or sleep is in the heap
   std::size_t parked_waits() const noexcept { return parked_waits_; }
+  std::size_t lane_sleeps() const noexcept { return lane_queued_; }  // sleeps in lanes behind their heads
   std::uint64_t rekeys() const noexcept { return rekeys_; }  // heap re-keys so far (see timer_stats)
   std::size_t capacity() const noexcept { return capacity_; }
   void set_capacity(std::size_t n) noexcept { capacity_ = n < heap_node::max_position ? n : heap_node::max_position; }
@@ -94,7 +98,7 @@ class timer_queue {
     }
   }
 
-  // --- Sleeps and tock::timeout's entries: sleep_past_capacity, reserve_at, then push_sleep.
+  // --- Sleeps and tock::timeout's entries: sleep_past_capacity, reserve_sleep, then push_sleep.
 
   bool sleep_past_capacity(const TimePoint& at) const noexcept {
     return at != TimePoint::max() && slots_in_use() >= capacity_;
@@ -109,27 +113,46 @@ class timer_queue {
     }
   }
 
-  // Places a sleep due at `at` that may complete as late as `latest` (latest_time(at, its slack)), its key.
-  void push_sleep(sleep_entry& op, const TimePoint& at, const TimePoint& latest) noexcept {
+  // reserve_at, and for a sleep started `span` (> 0, or zero if unknown) from now with `slack`, the lane it
+  // joins (sleep_lanes rule 2), or sleep_lanes::none. Throws std::bad_alloc with nothing changed.
+  std::int32_t reserve_sleep(const TimePoint& at, const TimePoint& latest, const duration& span,
+                             const duration& slack) {
+    reserve_at(at);
+    if (at == TimePoint::max()) return lanes_type::none;
+    const std::int32_t lane = lanes_.choose(span, slack, latest);
+    if (lane != lanes_type::none) lanes_.at(lane).reserve_one();
+    return lane;
+  }
+
+  // Places a sleep due at `at` that may complete as late as `latest` (latest_time(at, its slack)), its key, in
+  // the lane reserve_sleep() chose.
+  void push_sleep(sleep_entry& op, const TimePoint& at, const TimePoint& latest,
+                  std::int32_t lane = lanes_type::none) noexcept {
     if (at == TimePoint::max()) {
       park(op.node);
       ++parked_waits_;
       return;
     }
-    op.slack = static_cast<std::int64_t>((latest - at).count());  // its deadline is exactly key - slack
     op.node.seq = next_seq_++;
-    heap_.push(op.node, latest);
     ++heap_waits_;
+    if (lane == lanes_type::none) {
+      op.slack = static_cast<std::int64_t>((latest - at).count());  // its deadline is exactly key - slack
+    } else if (!lanes_.at(lane).push(op, latest, lanes_type::tag_of(lane))) {
+      ++lane_queued_;  // behind its lane's head (sleep_lanes rule 4)
+      return;
+    }
+    heap_.push(op.node, latest);
   }
 
-  // Takes a sleep out; false if it is in neither the heap nor the parked list (it fired, or never started).
+  // Takes a sleep out; false if it is in neither the heap, a lane nor the parked list (it fired, or never
+  // started). O(log N), O(1) for a sleep behind its lane's head.
   bool unschedule(sleep_entry& op) noexcept {
-    if (op.node.in_heap()) {
-      heap_.remove(op.node);
-      --heap_waits_;
-    } else if (op.node.parked()) {
+    if (op.node.parked()) {
       unpark(op.node);
       --parked_waits_;
+    } else if (op.node.position != heap_node::nowhere) {
+      remove_sleep(op);
+      --heap_waits_;
     } else {
       return false;
     }
@@ -294,7 +317,7 @@ class timer_queue {
     if (!n.is_timer) {
       sleep_entry* op = sleep_entry::from_node(&n);
       const TimePoint at = sleep_deadline(*op, top.key);
-      heap_.remove(n);
+      remove_sleep(*op);
       --heap_waits_;
       return {op, nullptr, at};
     }
@@ -355,8 +378,11 @@ class timer_queue {
       while (ring.waiting > 0) on_wait(ring.take_first_waiting());
     };
     heap_.drain(collect);
+    for (std::size_t i = 0; i < lanes_.size(); ++i)
+      lanes_.at(static_cast<std::int32_t>(i)).drain([&](sleep_entry& op) { collect(op.node); });
     for (heap_node* n : parked_) collect(*n);
     parked_.clear();
+    lane_queued_ = 0;
     heap_waits_ = 0;
     parked_waits_ = 0;
     lingering_ = 0;
@@ -379,13 +405,23 @@ class timer_queue {
       if (n->position != (heap_node::parked_flag | i)) return false;
       parked += n->is_timer ? timer::from_node(const_cast<heap_node*>(n))->ring.waiting : 1;
     }
-    return in_heap == heap_waits_ && parked == parked_waits_ && lingering == lingering_;
+    std::size_t queued = 0;
+    for (std::size_t i = 0; i < lanes_.size(); ++i) {
+      const auto& l = lanes_.at(static_cast<std::int32_t>(i));
+      const sleep_entry* head = l.head();
+      if (head && !head->node.in_heap()) return false;
+      if (!l.valid(lanes_type::tag_of(static_cast<std::int32_t>(i)), head ? &heap_.key_of(head->node) : nullptr))
+        return false;
+      queued += l.size() - (head != nullptr);
+    }
+    return in_heap + queued == heap_waits_ && queued == lane_queued_ && parked == parked_waits_ &&
+           lingering == lingering_;
   }
 
  private:
   // Heap slots held by waits: timers left in the heap without waits do not count, since they leave when
   // they surface or when their next wait starts.
-  std::size_t slots_in_use() const noexcept { return heap_.size() - lingering_; }
+  std::size_t slots_in_use() const noexcept { return heap_.size() - lingering_ + lane_queued_; }
 
   // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
   // the sequence number of its oldest waiting wait, and is re-sifted when that wait leaves. O(log N), and
@@ -422,8 +458,24 @@ class timer_queue {
     }
   }
 
-  static TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) noexcept {
+  TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) const noexcept {
+    if (lanes_type::in_lane(op)) return key - lanes_.at(lanes_type::id_of(op)).slack();
     return key - duration(static_cast<typename duration::rep>(op.slack));
+  }
+
+  // Takes a sleep out of the heap or its lane; a lane's next sleep takes its head's place in the heap.
+  void remove_sleep(sleep_entry& op) noexcept {
+    if (!lanes_type::in_lane(op)) return heap_.remove(op.node);
+    auto& lane = lanes_.at(lanes_type::id_of(op));
+    if (lane.head() != &op) {
+      lane.withdraw(op);
+      op.node.position = heap_node::nowhere;
+    } else if (sleep_entry* next = lane.pop_head()) {
+      heap_.replace(op.node, next->node, lane.head_key());
+    } else {
+      return heap_.remove(op.node);
+    }
+    --lane_queued_;
   }
 
   void park(heap_node& n) noexcept {  // room reserved by reserve_at
@@ -441,6 +493,8 @@ class timer_queue {
   }
 
   deadline_heap<TimePoint> heap_;
+  lanes_type lanes_;
+  std::size_t lane_queued_ = 0;  // sleeps in lanes behind their heads, so not in the heap
   std::vector<heap_node*> parked_;
   std::size_t heap_waits_ = 0;
   std::size_t parked_waits_ = 0;  // waits parked at TimePoint::max()
