@@ -123,6 +123,9 @@ struct target_line {
 inline void print_report(const results& res) {
   value_table(res, "fire", "fire: CPU ns per one-shot timer (construct, wait, fire), ratio to asio", &row::ns_per_op, 0,
               {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
+  value_table(res, "expire",
+              "expire: CPU ns per timeout of one span (500 ms) started from now and fired, ratio to asio",
+              &row::ns_per_op, 0, {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
   value_table(res, "churn", "churn: CPU ns per cancel + reschedule, N pending, ratio to asio", &row::ns_per_op, 0,
               {{"tock_timer", "heap"}, {"tock_sleep", "heap"}});
   value_table(res, "touch", "touch: CPU ns per idle-deadline extension, N connections, ratio to asio", &row::ns_per_op,

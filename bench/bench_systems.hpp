@@ -228,6 +228,12 @@ struct tock_sleeps {
   }
 
   template <typename D, typename H>
+    requires(!Signals)
+  void start_after(std::size_t, const D& d, H&& h) {
+    tock::async_sleep_for(ctx, d, std::forward<H>(h));
+  }
+
+  template <typename D, typename H>
     requires Signals
   void restart(std::size_t i, const D& d, H&& h) {
     asio::cancellation_signal& s = sig[i];

@@ -99,6 +99,29 @@ double fire(std::size_t n, const std::vector<std::int64_t>& off, bool markers) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// expire: n timeouts of one span (500 ms), started back to back from now, as a server's idle or request limits,
+// run until all fired. Their deadlines arrive in order: tock's sleeps of a repeated span queue in a lane
+// (detail/sleep_lanes.hpp). Returns CPU ns per timeout (start, wait, fire).
+
+inline constexpr std::chrono::milliseconds expire_span{500};
+
+template <typename S>
+double expire(std::size_t n) {
+  typename S::context ctx;
+  S::warm_up(ctx);
+  S s(ctx);
+  counts c;
+  s.reserve(n);
+  const double cpu = measured_phase([&] {
+    for (std::size_t i = 0; i < n; ++i) s.start_after(i, expire_span, counting(c));
+    s.run();
+  });
+  expect(s, c, n, 0, "after run()");
+  s.verify(0);
+  return cpu / static_cast<double>(n);
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // churn: n pending timers due at `initial` (1-2 h); then `ops` times cancel a random one and schedule a
 // replacement (also due in 1-2 h), running the aborted completions every 1000 operations and at the end.
 // Returns CPU ns per cancel+schedule pair.

@@ -6,7 +6,7 @@
 //   timer_bench --header               the CSV header
 //   timer_bench --report=CSV [--syscalls=CSV]   Markdown tables, ratios to asio, targets met or missed
 //
-// Workloads: fire churn touch memory lateness sparse threads check periodic tasks timeouts.
+// Workloads: fire expire churn touch memory lateness sparse threads check periodic tasks timeouts.
 // Systems:   asio tock_timer tock_sleep tock_deadline tock_timeout watchdog heap tock_periodic tock_tasks (not
 // every workload applies to every system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see
 // bench/README.md for what each measures.
@@ -53,6 +53,7 @@ using tock_deadlines = timer_objects<tock::deadline>;
 
 // Which systems each workload runs (churn's sleeps are bound to cancellation signals, the others' are not).
 using fire_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, tock_sleeps_slack, heap>;
+using expire_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, heap>;
 using churn_systems = systems<asio_timers, tock_timers, tock_sleeps<true>, heap>;
 using touch_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog, heap>;
 using memory_systems = systems<asio_timers, tock_timers, tock_sleeps<false>, tock_deadlines, heap>;
@@ -72,12 +73,12 @@ using timeouts_systems = systems<timer_requests<asio::steady_timer>, tock_timeou
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& workload_systems() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> v = {
-      {"fire", fire_systems::names()},         {"churn", churn_systems::names()},
-      {"touch", touch_systems::names()},       {"memory", memory_systems::names()},
-      {"lateness", lateness_systems::names()}, {"sparse", sparse_systems::names()},
-      {"threads", threads_systems::names()},   {"check", check_systems::names()},
-      {"periodic", periodic_systems::names()}, {"tasks", tasks_systems::names()},
-      {"timeouts", timeouts_systems::names()},
+      {"fire", fire_systems::names()},     {"expire", expire_systems::names()},
+      {"churn", churn_systems::names()},   {"touch", touch_systems::names()},
+      {"memory", memory_systems::names()}, {"lateness", lateness_systems::names()},
+      {"sparse", sparse_systems::names()}, {"threads", threads_systems::names()},
+      {"check", check_systems::names()},   {"periodic", periodic_systems::names()},
+      {"tasks", tasks_systems::names()},   {"timeouts", timeouts_systems::names()},
   };
   return v;
 }
@@ -115,6 +116,8 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
       sparse_systems::with(s, one);
     else
       fire_systems::with(s, one);
+  } else if (w == "expire") {
+    expire_systems::with(s, [&]<typename S>() { r.ns_per_op = median_of(repeats, [&] { return expire<S>(n); }); });
   } else if (w == "churn") {
     const auto initial = uniform_offsets(n, hour);
     std::vector<std::int64_t> init(initial.size());

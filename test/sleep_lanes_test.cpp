@@ -273,8 +273,8 @@ BOOST_AUTO_TEST_CASE(shutdown_destroys_the_handlers_of_sleeps_in_lanes) {
     asio::io_context ctx;
     auto& service = tock::basic_timer_service<tock::manual_clock>::of(ctx);
     for (int i = 0; i < 100; ++i)
-      service.async_sleep_for(tock::manual_clock::now() + 5s, 5s, [alive](const tock::error_code&) { ++*alive; },
-                              ctx.get_executor());
+      service.async_sleep_for(
+          tock::manual_clock::now() + 5s, 5s, [alive](const tock::error_code&) { ++*alive; }, ctx.get_executor());
     BOOST_TEST(alive.use_count() == 101);
   }
   BOOST_TEST(alive.use_count() == 1);

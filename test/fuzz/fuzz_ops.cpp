@@ -580,18 +580,28 @@ struct run {
     }
   }
 
+  // A sleep until a time, or for one of three spans from now, which repeat and so queue in lanes
+  // (detail/sleep_lanes.hpp).
   void sleep_op() {
-    const time_point e = pick_time();
+    const int span_ms = in.ConsumeIntegralInRange<int>(0, 3);
+    const clock_type::duration span = milliseconds(span_ms);
+    const time_point e = span_ms > 0 ? clock_type::now() + span : pick_time();
     const int id = new_wait(kind::sleep, -1);
     m.waits[id].expiry = e;
     m.waits[id].slack = m.default_slack;
     const int s = pick_signal();
     bind_sig(id, s);
     const std::size_t before = service().pending();
+    auto start = [&](auto&& h) {
+      if (span_ms > 0)
+        service().async_sleep_for(e, span, std::move(h), ctx->get_executor());
+      else
+        tock::async_sleep_until(*ctx, e, std::move(h));
+    };
     if (s >= 0)
-      tock::async_sleep_until(*ctx, e, asio::bind_cancellation_slot(signals[s]->slot(), wait_handler{guard(&m, id)}));
+      start(asio::bind_cancellation_slot(signals[s]->slot(), wait_handler{guard(&m, id)}));
     else
-      tock::async_sleep_until(*ctx, e, wait_handler{guard(&m, id)});
+      start(wait_handler{guard(&m, id)});
     start_counted(id, before, service().pending(), capacity);
   }
 

@@ -25,6 +25,47 @@ struct heap_node {
   bool parked() const noexcept { return position != nowhere && position >= parked_flag; }
 };
 
+// Nodes that are in no heap and never fire (a wait at time_point::max()), in a side array, each knowing its
+// index (its position with parked_flag set), so that removal is O(1).
+class parked_nodes {
+ public:
+  const std::vector<heap_node*>& nodes() const noexcept { return nodes_; }
+
+  // Makes room for one more, so that push() cannot throw. Amortised O(1).
+  void reserve_one() {
+    if (nodes_.size() == nodes_.capacity()) nodes_.reserve(nodes_.empty() ? 16 : nodes_.size() * 2);
+  }
+  void push(heap_node& n) noexcept {
+    n.position = static_cast<std::uint32_t>(nodes_.size()) | heap_node::parked_flag;
+    nodes_.push_back(&n);
+  }
+  void remove(heap_node& n) noexcept {
+    const std::size_t i = n.position & ~heap_node::parked_flag;
+    heap_node* last = nodes_.back();
+    nodes_[i] = last;
+    last->position = static_cast<std::uint32_t>(i) | heap_node::parked_flag;
+    nodes_.pop_back();
+    n.position = heap_node::nowhere;
+  }
+  void relocate(heap_node& from, heap_node& to) noexcept { nodes_[from.position & ~heap_node::parked_flag] = &to; }
+
+  // Every node, for shutdown (the caller resets their positions). Leaves the list empty.
+  template <typename F>
+  void drain(F&& f) {
+    std::vector<heap_node*> all;
+    all.swap(nodes_);
+    for (heap_node* n : all) f(*n);
+  }
+  bool valid() const noexcept {
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i]->position != (heap_node::parked_flag | i)) return false;
+    return true;
+  }
+
+ private:
+  std::vector<heap_node*> nodes_;
+};
+
 // Invariant: for every i > 0, !before(entries_[i], entries_[parent(i)]), and
 // entries_[i].node->position == i. Nothing else is promised about sibling order.
 template <typename Key, std::size_t Arity = 4>

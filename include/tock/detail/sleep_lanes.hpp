@@ -3,6 +3,7 @@
 #ifndef TOCK_DETAIL_SLEEP_LANES_HPP
 #define TOCK_DETAIL_SLEEP_LANES_HPP
 
+#include <tock/detail/deadline_heap.hpp>
 #include <tock/detail/wait_op.hpp>
 
 #include <cstddef>
@@ -132,8 +133,8 @@ class sleep_lanes {
         if (s.op->slack != tag || (i != front_ && s.op->node.position != (i & mask()))) return false;
         ++live;
       }
-      return live == live_ && (live_ == 0 || (ring_[front_ & mask()].op && !(*heap_key < head_key()) &&
-                                              !(head_key() < *heap_key)));
+      return live == live_ &&
+             (live_ == 0 || (ring_[front_ & mask()].op && !(*heap_key < head_key()) && !(head_key() < *heap_key)));
     }
 
    private:
@@ -186,8 +187,58 @@ class sleep_lanes {
   }
 
   lane& at(std::int32_t i) noexcept { return lanes_[static_cast<std::size_t>(i)]; }
-  const lane& at(std::int32_t i) const noexcept { return lanes_[static_cast<std::size_t>(i)]; }
-  std::size_t size() const noexcept { return lanes_.size(); }
+  std::size_t queued() const noexcept { return queued_; }  // sleeps behind their lanes' heads: not in the heap
+
+  // Appends a sleep to lane `i` (chosen, then reserved); a new head goes in `heap`. O(1), or O(log N) for a head.
+  template <typename Heap>
+  void push(std::int32_t i, sleep_entry& op, const TimePoint& key, Heap& heap) noexcept {
+    if (at(i).push(op, key, tag_of(i)))
+      heap.push(op.node, key);
+    else
+      ++queued_;
+  }
+
+  // Takes a sleep of a lane out; the lane's next sleep takes a leaving head's place in `heap`. O(1) behind the
+  // head, O(log N) for the head.
+  template <typename Heap>
+  void remove(sleep_entry& op, Heap& heap) noexcept {
+    lane& l = at(id_of(op));
+    if (l.head() != &op) {
+      l.withdraw(op);
+      op.node.position = heap_node::nowhere;
+    } else if (sleep_entry* next = l.pop_head()) {
+      heap.replace(op.node, next->node, l.head_key());
+    } else {
+      return heap.remove(op.node);
+    }
+    --queued_;
+  }
+
+  // A lane's sleep is due at its key less its lane's slack (rule 4).
+  TimePoint deadline(const sleep_entry& op, const TimePoint& key) const noexcept {
+    return key - lanes_[static_cast<std::size_t>(id_of(op))].slack();
+  }
+
+  // Every sleep behind a head, for shutdown (the heads are in the heap); leaves the lanes empty.
+  template <typename F>
+  void drain(F&& f) noexcept {
+    for (lane& l : lanes_) l.drain(f);
+    queued_ = 0;
+  }
+
+  // Rules 3 and 4 and the count, against the heap, for tests. O(N).
+  template <typename Heap>
+  bool valid(const Heap& heap) const noexcept {
+    std::size_t queued = 0;
+    for (std::size_t i = 0; i < lanes_.size(); ++i) {
+      const lane& l = lanes_[i];
+      const sleep_entry* head = l.head();
+      if (head && !head->node.in_heap()) return false;
+      if (!l.valid(tag_of(static_cast<std::int32_t>(i)), head ? &heap.key_of(head->node) : nullptr)) return false;
+      queued += l.size() - (head != nullptr);
+    }
+    return queued == queued_;
+  }
 
   // The slack word of a lane's sleeps (rule 4), and back.
   static std::int64_t tag_of(std::int32_t i) noexcept { return -1 - static_cast<std::int64_t>(i); }
@@ -199,6 +250,7 @@ class sleep_lanes {
     duration span{}, slack{};
   };
   std::vector<lane> lanes_;
+  std::size_t queued_ = 0;
   span_slack recent_[history]{};
   std::size_t next_recent_ = 0;
 };

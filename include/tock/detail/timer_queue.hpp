@@ -39,9 +39,9 @@ class timer_queue {
   enum class unlinked { nothing, due, waiting };
 
   std::size_t pending() const noexcept { return heap_waits_ + parked_waits_; }
-  std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits whose timer or sleep is in the heap
+  std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits that can fire: in the heap or a lane
   std::size_t parked_waits() const noexcept { return parked_waits_; }
-  std::size_t lane_sleeps() const noexcept { return lane_queued_; }  // sleeps in lanes behind their heads
+  std::size_t lane_sleeps() const noexcept { return lanes_.queued(); }  // sleeps in lanes behind their heads
   std::uint64_t rekeys() const noexcept { return rekeys_; }  // heap re-keys so far (see timer_stats)
   std::size_t capacity() const noexcept { return capacity_; }
   void set_capacity(std::size_t n) noexcept { capacity_ = n < heap_node::max_position ? n : heap_node::max_position; }
@@ -80,7 +80,7 @@ class timer_queue {
         heap_.remove(t.node);
         --lingering_;
       }
-      if (!t.node.parked()) park(t.node);
+      if (!t.node.parked()) parked_.push(t.node);
       ++parked_waits_;
       return;
     }
@@ -105,13 +105,7 @@ class timer_queue {
   }
 
   // Makes room for one more entry at `at` (the heap, or the parked list for max()). Throws std::bad_alloc.
-  void reserve_at(const TimePoint& at) {
-    if (at != TimePoint::max()) {
-      heap_.reserve_one();
-    } else if (parked_.size() == parked_.capacity()) {
-      parked_.reserve(parked_.empty() ? 16 : parked_.size() * 2);
-    }
-  }
+  void reserve_at(const TimePoint& at) { at != TimePoint::max() ? heap_.reserve_one() : parked_.reserve_one(); }
 
   // reserve_at, and for a sleep started `span` (> 0, or zero if unknown) from now with `slack`, the lane it
   // joins (sleep_lanes rule 2), or sleep_lanes::none. Throws std::bad_alloc with nothing changed.
@@ -129,18 +123,14 @@ class timer_queue {
   void push_sleep(sleep_entry& op, const TimePoint& at, const TimePoint& latest,
                   std::int32_t lane = lanes_type::none) noexcept {
     if (at == TimePoint::max()) {
-      park(op.node);
+      parked_.push(op.node);
       ++parked_waits_;
       return;
     }
     op.node.seq = next_seq_++;
     ++heap_waits_;
-    if (lane == lanes_type::none) {
-      op.slack = static_cast<std::int64_t>((latest - at).count());  // its deadline is exactly key - slack
-    } else if (!lanes_.at(lane).push(op, latest, lanes_type::tag_of(lane))) {
-      ++lane_queued_;  // behind its lane's head (sleep_lanes rule 4)
-      return;
-    }
+    if (lane != lanes_type::none) return lanes_.push(lane, op, latest, heap_);
+    op.slack = static_cast<std::int64_t>((latest - at).count());  // its deadline is exactly key - slack
     heap_.push(op.node, latest);
   }
 
@@ -148,7 +138,7 @@ class timer_queue {
   // started). O(log N), O(1) for a sleep behind its lane's head.
   bool unschedule(sleep_entry& op) noexcept {
     if (op.node.parked()) {
-      unpark(op.node);
+      parked_.remove(op.node);
       --parked_waits_;
     } else if (op.node.position != heap_node::nowhere) {
       remove_sleep(op);
@@ -228,11 +218,11 @@ class timer_queue {
         if (!t.node.parked()) {
           heap_.remove(t.node);
           heap_waits_ -= n;
-          park(t.node);
+          parked_.push(t.node);
           parked_waits_ += n;
         }
       } else if (t.node.parked()) {
-        unpark(t.node);
+        parked_.remove(t.node);
         parked_waits_ -= n;
         t.node.seq = t.ring.first_waiting()->seq;
         heap_.push(t.node, latest);
@@ -273,7 +263,7 @@ class timer_queue {
     if (from.node.in_heap())
       heap_.relocate(from.node, to.node);
     else if (from.node.parked())
-      parked_[from.node.position & ~heap_node::parked_flag] = &to.node;
+      parked_.relocate(from.node, to.node);
     from.node.position = heap_node::nowhere;
   }
 
@@ -378,11 +368,8 @@ class timer_queue {
       while (ring.waiting > 0) on_wait(ring.take_first_waiting());
     };
     heap_.drain(collect);
-    for (std::size_t i = 0; i < lanes_.size(); ++i)
-      lanes_.at(static_cast<std::int32_t>(i)).drain([&](sleep_entry& op) { collect(op.node); });
-    for (heap_node* n : parked_) collect(*n);
-    parked_.clear();
-    lane_queued_ = 0;
+    lanes_.drain([&](sleep_entry& op) { collect(op.node); });
+    parked_.drain(collect);
     heap_waits_ = 0;
     parked_waits_ = 0;
     lingering_ = 0;
@@ -400,28 +387,17 @@ class timer_queue {
       in_heap += t ? t->ring.waiting : 1;
       lingering += t && t->ring.waiting == 0;
     }
-    for (std::size_t i = 0; i < parked_.size(); ++i) {
-      const heap_node* n = parked_[i];
-      if (n->position != (heap_node::parked_flag | i)) return false;
+    if (!parked_.valid()) return false;
+    for (const heap_node* n : parked_.nodes())
       parked += n->is_timer ? timer::from_node(const_cast<heap_node*>(n))->ring.waiting : 1;
-    }
-    std::size_t queued = 0;
-    for (std::size_t i = 0; i < lanes_.size(); ++i) {
-      const auto& l = lanes_.at(static_cast<std::int32_t>(i));
-      const sleep_entry* head = l.head();
-      if (head && !head->node.in_heap()) return false;
-      if (!l.valid(lanes_type::tag_of(static_cast<std::int32_t>(i)), head ? &heap_.key_of(head->node) : nullptr))
-        return false;
-      queued += l.size() - (head != nullptr);
-    }
-    return in_heap + queued == heap_waits_ && queued == lane_queued_ && parked == parked_waits_ &&
+    return lanes_.valid(heap_) && in_heap + lanes_.queued() == heap_waits_ && parked == parked_waits_ &&
            lingering == lingering_;
   }
 
  private:
   // Heap slots held by waits: timers left in the heap without waits do not count, since they leave when
   // they surface or when their next wait starts.
-  std::size_t slots_in_use() const noexcept { return heap_.size() - lingering_ + lane_queued_; }
+  std::size_t slots_in_use() const noexcept { return heap_.size() - lingering_ + lanes_.queued(); }
 
   // Equal deadlines fire in the order their waits started, across timers too: a timer in the heap carries
   // the sequence number of its oldest waiting wait, and is re-sifted when that wait leaves. O(log N), and
@@ -454,48 +430,23 @@ class timer_queue {
         ++lingering_;
     } else if (t.node.parked()) {
       parked_waits_ -= n;
-      if (t.ring.waiting == 0) unpark(t.node);
+      if (t.ring.waiting == 0) parked_.remove(t.node);
     }
   }
 
   TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) const noexcept {
-    if (lanes_type::in_lane(op)) return key - lanes_.at(lanes_type::id_of(op)).slack();
+    if (lanes_type::in_lane(op)) return lanes_.deadline(op, key);
     return key - duration(static_cast<typename duration::rep>(op.slack));
   }
 
-  // Takes a sleep out of the heap or its lane; a lane's next sleep takes its head's place in the heap.
   void remove_sleep(sleep_entry& op) noexcept {
-    if (!lanes_type::in_lane(op)) return heap_.remove(op.node);
-    auto& lane = lanes_.at(lanes_type::id_of(op));
-    if (lane.head() != &op) {
-      lane.withdraw(op);
-      op.node.position = heap_node::nowhere;
-    } else if (sleep_entry* next = lane.pop_head()) {
-      heap_.replace(op.node, next->node, lane.head_key());
-    } else {
-      return heap_.remove(op.node);
-    }
-    --lane_queued_;
+    lanes_type::in_lane(op) ? lanes_.remove(op, heap_) : heap_.remove(op.node);
   }
 
-  void park(heap_node& n) noexcept {  // room reserved by reserve_at
-    n.position = static_cast<std::uint32_t>(parked_.size()) | heap_node::parked_flag;
-    parked_.push_back(&n);
-  }
-
-  void unpark(heap_node& n) noexcept {
-    const std::size_t i = n.position & ~heap_node::parked_flag;
-    heap_node* last = parked_.back();
-    parked_[i] = last;
-    last->position = static_cast<std::uint32_t>(i) | heap_node::parked_flag;
-    parked_.pop_back();
-    n.position = heap_node::nowhere;
-  }
 
   deadline_heap<TimePoint> heap_;
   lanes_type lanes_;
-  std::size_t lane_queued_ = 0;  // sleeps in lanes behind their heads, so not in the heap
-  std::vector<heap_node*> parked_;
+  parked_nodes parked_;
   std::size_t heap_waits_ = 0;
   std::size_t parked_waits_ = 0;  // waits parked at TimePoint::max()
   std::size_t lingering_ = 0;     // timers left in the heap with no waits
