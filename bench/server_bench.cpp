@@ -49,15 +49,18 @@ constexpr int connect_batch = 256;
 enum class mode { none, deadline, timeout, steady_timer, watchdog, cancel_after };
 constexpr const char* mode_names[] = {"none", "deadline", "timeout", "steady_timer", "watchdog", "cancel_after"};
 
+// The calling thread's CPU time: the server's alone, whatever the generator's thread does.
 double thread_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+// Ends the process from any thread: _Exit, because exit() would destroy what the other threads still use.
 [[noreturn]] void fail(const std::string& what) {
+  std::fflush(stdout);
   std::fprintf(stderr, "server_bench: %s\n", what.c_str());
-  std::exit(1);
+  std::_Exit(1);
 }
 
 struct server;
@@ -127,6 +130,7 @@ struct server {
   }
 };
 
+// Starts one read, with the time limit of the mode.
 void connection::read() {
   auto on = [this](const sys::error_code& ec, std::size_t n) { on_read(ec, n); };
   auto b = asio::buffer(buf);
@@ -142,7 +146,7 @@ void connection::read() {
       timer->async_wait([this](const sys::error_code& ec) {
         if (ec) return;  // may run after the connection is gone: only an expiry touches it
         ++srv->timeouts;
-        sock.close();
+        close();
       });
       sock.async_read_some(b, on);
       break;
@@ -158,6 +162,7 @@ void connection::read() {
   }
 }
 
+// Counts the lines read and reads again; end of file (or anything else) closes the connection.
 void connection::on_read(const sys::error_code& ec, std::size_t n) {
   if (!ec) {
     srv->requests += std::count(buf.data(), buf.data() + n, '\n');
@@ -179,10 +184,11 @@ void connection::watch() {
       return watch();
     }
     ++srv->timeouts;
-    sock.close();
+    close();
   });
 }
 
+// Closes the socket and withdraws its time limit (the pending wait completes with operation_aborted).
 void connection::close() {
   sys::error_code ignored;
   sock.close(ignored);
@@ -274,7 +280,8 @@ struct client {
     for (std::size_t i = 0; i < socks.size(); ++i) {
       socks[i].non_blocking(false);
       while (owed[i] > 0) write_owed(i);
-      socks[i].shutdown(tcp::socket::shutdown_send);
+      sys::error_code ignored;  // a connection the server closed fails the run by its counts, not here
+      socks[i].shutdown(tcp::socket::shutdown_send, ignored);
     }
     work.reset();
   }
@@ -301,13 +308,10 @@ struct options {
   std::string csv;
 };
 
-struct result {
-  double ns_per_request, busy, rate;
-  long requests;
-};
-
-// One run of one mode: connect, warm up, measure, close, check the counts.
-result run_once(const options& o, mode how, unsigned seed) {
+// One run of one mode: connect, warm up, measure, close, check the counts, print a line. Returns CPU ns
+// per request and the share of the offered rate the generator reached.
+std::pair<double, double> run_once(const options& o, mode how, int run) {
+  const unsigned seed = 1234u + static_cast<unsigned>(run);
   server srv(how, o.connections);
   client cli(srv.acceptor.local_endpoint(), o.connections, std::chrono::milliseconds(o.period_ms), seed);
   srv.accept();
@@ -348,8 +352,11 @@ result run_once(const options& o, mode how, unsigned seed) {
          "expiry, no error and every line read");
   const long n = req1 - req0;
   if (n <= 0) fail("no request in the measured window");
-  const double cpu = cpu1 - cpu0;
-  return {cpu / static_cast<double>(n), cpu / (wall * 1e9), static_cast<double>(n) / wall, n};
+  const double cpu = cpu1 - cpu0, share = n / wall / (o.connections * 1000.0 / o.period_ms);
+  std::printf("run %d %-13s %7.0f CPU ns/request  %9ld requests  %8.0f/s (%5.1f%% of offered)  server busy %3.0f%%\n",
+              run + 1, mode_names[int(how)], cpu / n, n, n / wall, 100 * share, 100 * cpu / (wall * 1e9));
+  std::fflush(stdout);
+  return {cpu / static_cast<double>(n), share};
 }
 
 // Raises the soft fd limit to the hard one and returns how many connections fit (2 fds each, 200 spare).
@@ -405,11 +412,8 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-// Median and spread of one column.
-struct summary {
-  double median, min, max;
-};
-summary summarize(std::vector<double> v) {
+// Median, min and max of one column.
+std::array<double, 3> summarize(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t h = v.size() / 2;
   return {v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2, v.front(), v.back()};
@@ -417,6 +421,7 @@ summary summarize(std::vector<double> v) {
 
 }  // namespace
 
+// Runs every mode R times, interleaved, then prints the table (and the CSV).
 int main(int argc, char** argv) {
   options o = parse(argc, argv);
   o.connections = fitting_connections(o.connections);
@@ -432,14 +437,9 @@ int main(int argc, char** argv) {
   for (int r = 0; r < o.runs; ++r) {
     for (std::size_t m = 0; m < o.modes.size(); ++m) {
       arm_watchdog(budget);
-      const result x = run_once(o, o.modes[m], 1234u + static_cast<unsigned>(r));
-      std::printf(
-          "run %d %-13s %7.0f CPU ns/request  %9ld requests  %8.0f/s (%5.1f%% of offered)  server busy %3.0f%%\n",
-          r + 1, mode_names[int(o.modes[m])], x.ns_per_request, x.requests, x.rate,
-          100 * x.rate / (o.connections * 1000.0 / o.period_ms), 100 * x.busy);
-      std::fflush(stdout);
-      results[int(o.modes[m])].push_back(x.ns_per_request);
-      least_share = std::min(least_share, x.rate / (o.connections * 1000.0 / o.period_ms));
+      const auto [ns, share] = run_once(o, o.modes[m], r);
+      results[int(o.modes[m])].push_back(ns);
+      least_share = std::min(least_share, share);
     }
   }
   arm_watchdog(std::chrono::hours(24));
@@ -458,13 +458,13 @@ int main(int argc, char** argv) {
       vs_none.push_back(ns[r] / none[r]);
       if (!asio_timer.empty()) vs_timer.push_back((ns[r] - none[r]) / (asio_timer[r] - none[r]));
     }
-    const summary s = summarize(ns);
+    const auto [median, min, max] = summarize(ns);
     char range[64], ratio[32] = "-", over[32] = "-";
-    std::snprintf(range, sizeof range, "%.0f (%.0f-%.0f)", s.median, s.min, s.max);
-    if (!vs_none.empty()) std::snprintf(ratio, sizeof ratio, "%.2fx", summarize(vs_none).median);
-    if (!vs_timer.empty() && m != mode::none) std::snprintf(over, sizeof over, "%.2f", summarize(vs_timer).median);
+    std::snprintf(range, sizeof range, "%.0f (%.0f-%.0f)", median, min, max);
+    if (!vs_none.empty()) std::snprintf(ratio, sizeof ratio, "%.2fx", summarize(vs_none)[0]);
+    if (!vs_timer.empty() && m != mode::none) std::snprintf(over, sizeof over, "%.2f", summarize(vs_timer)[0]);
     std::printf("%-13s %26s %14s %24s\n", mode_names[int(m)], range, ratio, over);
-    if (csv) std::fprintf(csv, "server,%s,%ld,%.1f\n", mode_names[int(m)], o.connections, s.median);
+    if (csv) std::fprintf(csv, "server,%s,%ld,%.1f\n", mode_names[int(m)], o.connections, median);
   }
   if (csv) std::fclose(csv);
   if (least_share < 0.9)  // then the generator's CPU share sets the rate, and each mode ran at its own
