@@ -11,7 +11,8 @@
 #                 adds asio::cancel_after per read, 3 runs); writes bench/results/latest-standalone.* (or quick-standalone.*)
 # Output: bench/results/latest.csv (one row per configuration), latest.md (the tables and the targets),
 #         latest_syscalls.csv (strace counts for the sparse workload), fire.png churn.png touch.png timeouts.png
-#         memory.png.
+#         memory.png, latest-server.txt and latest-server.csv (bench/server_bench: CPU ns per request of a
+#         line server with 10k connections, about 1.5 minutes).
 # The full run takes about 3-4 minutes on a 2-core machine, plus about 75 s for the
 # timeouts workload (18 configurations; measured alone, pinned to one core, load 3) (it must stay under 10).
 set -euo pipefail
@@ -24,7 +25,7 @@ for arg in "$@"; do
         --quick) quick=1 flags=" --quick" ;;
         --no-build) build=0 ;;
         --standalone) standalone=1 ;;
-        -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "scripts/bench.sh: unknown argument '$arg' (try --help)" >&2; exit 64 ;;
     esac
 done
@@ -47,11 +48,11 @@ log=$results/$name.log
 : >"$log"
 
 # --- Build (Release). Falls back to a hand compile if the CMake project does not build right now.
-bin=$build_dir/bench/timer_bench
+bin=$build_dir/bench/timer_bench server_bin=$build_dir/bench/server_bench
 if ((build)); then
     echo "== building timer_bench (Release, in $build_dir)"
     if cmake -S . -B "$build_dir" "${cmake_args[@]}" >>"$log" 2>&1 &&
-        cmake --build "$build_dir" -j2 --target timer_bench pingpong >>"$log" 2>&1; then
+        cmake --build "$build_dir" -j2 --target timer_bench pingpong server_bench >>"$log" 2>&1; then
         :
     else
         echo "   the CMake build failed (see $log); compiling by hand"
@@ -61,6 +62,9 @@ if ((build)); then
         ((standalone)) && manual=(-DTOCK_STANDALONE_ASIO "-I$asio_dir")
         g++ -O2 -DNDEBUG -std=c++20 -Iinclude -Itest "${manual[@]}" bench/timer_bench.cpp src/error.cpp -lpthread \
             -o "$bin"
+        server_bin=build/bench-manual/server_bench
+        g++ -O2 -DNDEBUG -std=c++20 -Iinclude -Itest "${manual[@]}" bench/server_bench.cpp src/error.cpp -lpthread \
+            -o "$server_bin" >>"$log" 2>&1 || echo "   bench/server_bench did not compile either (see $log)"
     fi
 fi
 [[ -x $bin ]] || { echo "scripts/bench.sh: no binary at $bin" >&2; exit 1; }
@@ -161,6 +165,19 @@ if ((standalone)); then
         "$build_dir/bench/pingpong" >>"$results/$name-pingpong.txt" || failed+=("pingpong run $run")
     done
     cat "$results/$name-pingpong.txt"
+fi
+
+# The server bench: every mode in turn, 3 runs each (--quick: 1), at its defaults (about 1.5 minutes).
+if [[ -x $server_bin ]]; then
+    server_runs=3
+    ((quick)) && server_runs=1
+    echo "== bench/server_bench, $server_runs run(s) per mode"
+    timeout 600 "$server_bin" --runs=$server_runs --csv="$results/$name-server.csv" >"$results/$name-server.txt" \
+        2>>"$log" || failed+=("server_bench (see $log)")
+    cat "$results/$name-server.txt"
+else
+    echo "   no $server_bin (the CMake build failed?): skipping the server bench"
+    failed+=("server_bench (not built)")
 fi
 
 elapsed=$((SECONDS - start))
