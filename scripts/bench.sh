@@ -167,7 +167,8 @@ if ((standalone)); then
     cat "$results/$name-pingpong.txt"
 fi
 
-# The server bench: every mode in turn, 3 runs each (--quick: 1), at its defaults (about 1.5 minutes).
+# The server bench: every mode in turn, 3 runs each (--quick: 1), at its defaults (a line every 250 ms per
+# connection, a rate the generator sustains; about 1.5 minutes).
 if [[ -x $server_bin ]]; then
     server_runs=3
     ((quick)) && server_runs=1
