@@ -211,12 +211,15 @@ inline void print_report(const results& res) {
     t.push_back(l);
   };
   for (const char* s : {"tock_timer", "tock_sleep"}) rel("fire", s, big, &row::ns_per_op, 0.3, true);
-  for (const char* s : {"tock_timer", "tock_sleep"}) rel("churn", s, big, &row::ns_per_op, 0.3, true);
+  // Issue 12: churn, tock::timer <= 0.3x Asio, a sleep cancelled through its slot <= 0.5x.
+  rel("churn", "tock_timer", big, &row::ns_per_op, 0.3, true);
+  rel("churn", "tock_sleep", big, &row::ns_per_op, 0.5, true);
   // tock's idle timeout is the deadline extension (the issue's "tock: a deadline extension"); tock_timer's
   // touch, reset + new wait as with Asio, is in the table for comparison but is not the idiom.
+  // Issue 12: <= 1.0x the watchdog at 10k and 100k, <= 1.5x at 1M (where the deadline's read misses the cache).
   for (std::size_t n : res.ns("touch"))
     if (res.has_system("touch", "tock_deadline"))
-      rel("touch", "tock_deadline", n, &row::ns_per_op, 1.0, true, "watchdog");
+      rel("touch", "tock_deadline", n, &row::ns_per_op, n >= big ? 1.5 : 1.0, true, "watchdog");
   {
     target_line l;
     l.what = "memory N=1M: tock_sleep <= 64 bytes per pending sleep";
@@ -253,10 +256,11 @@ inline void print_report(const results& res) {
       l.met = std::isnan(v) ? -1 : v <= 250;
       t.push_back(l);
     }
-  for (std::size_t n : res.ns("threads")) rel("threads", "tock_timer", n, &row::ops_per_s, 1.0, false);
+  for (std::size_t n : res.ns("threads")) rel("threads", "tock_timer", n, &row::ops_per_s, 1.5, false);
+  // Issue 12: fire with random deadlines, async_sleep <= 1.2x the bare heap, tock::timer <= 1.5x.
   for (const char* w : {"fire", "churn"})
     for (const char* s : {"tock_timer", "tock_sleep"})
-      if (res.has_system(w, s)) rel(w, s, big, &row::ns_per_op, 1.5, true, "heap");
+      if (res.has_system(w, s)) rel(w, s, big, &row::ns_per_op, w[0] == 'f' && s[5] == 's' ? 1.2 : 1.5, true, "heap");
   if (res.has_system("touch", "tock_deadline")) rel("touch", "tock_deadline", big, &row::ns_per_op, 1.5, true, "heap");
   // Issue 12: a time limit on a request that completes first, tock's way (tock::timeout, a deadline's bind())
   // at most 0.15x Asio's idiom and below the bare heap; a cancellable sleep at most 0.5x.
