@@ -125,8 +125,8 @@ auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Cloc
 }
 
 /// Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
-/// Same completions and thread safety as async_sleep_until; O(1) instead of O(log N) when `d` repeats (a lane,
-/// detail/sleep_lanes.hpp).
+/// Same completions and thread safety as async_sleep_until; when `d` repeats it queues in a lane
+/// (detail/sleep_lanes.hpp): O(1) to start and cancel, O(log N) only for the oldest of its lane.
 template <typename Executor, typename Rep, typename Period, typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,

@@ -52,10 +52,11 @@ class timeout_t {
 /// Ties an operation to a deadline `d` after its initiation: if the deadline passes first, a cancellation of
 /// `type` is emitted on the operation's slot and its operation_aborted is reported as tock::error::timed_out;
 /// if the operation completes first, the deadline is removed. The user's own cancellation slot still works.
-/// Costs one heap entry (O(log N); O(1) in its lane when `d` repeats) and one allocation (through the handler's
-/// allocator); no timer object. The operation must support per-operation cancellation of `type`; on a context
-/// run by several threads, bind its handler to a strand (cancellation signals are not thread-safe in Asio). A
-/// negative `d` times out at once. On another clock: tock::timeout<tock::manual_clock>(d, token).
+/// Costs one heap entry, O(log N) (or, when `d` repeats, a place in its lane: O(1) but for the lane's oldest)
+/// and one allocation (through the handler's allocator); no timer object. The operation must support per-operation
+/// cancellation of `type`; on a context run by several threads, bind its handler to a strand (cancellation signals are
+/// not thread-safe in Asio). A negative `d` times out at once. On another clock: tock::timeout<tock::manual_clock>(d,
+/// token).
 template <typename Clock = std::chrono::steady_clock, typename Token, typename Rep, typename Period>
 timeout_t<std::decay_t<Token>, Clock> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,
                                               asio::cancellation_type type = asio::cancellation_type::terminal) {

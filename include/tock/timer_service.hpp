@@ -97,8 +97,8 @@ class basic_timer_service : public asio::execution_context::service {
     return queue_.pending();
   }
 
-  /// The most heap slots (timers with waits, plus sleeps) the service holds; a wait past it completes with
-  /// tock::error::capacity_exceeded. O(1).
+  /// The most heap slots (timers with waits, plus sleeps, in the heap or a lane) the service holds; a wait past
+  /// it completes with tock::error::capacity_exceeded. O(1).
   std::size_t capacity() const {
     std::lock_guard<std::mutex> lock(core_->mutex());
     return queue_.capacity();

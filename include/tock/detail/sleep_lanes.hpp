@@ -28,7 +28,9 @@ namespace tock::detail {
 //    the heap's order (key, then seq), and only it needs to be in the heap.
 // 4. Where things are: the lane's oldest (its *head*) is in the heap, its node.position a heap position.
 //    Every other sleep of the lane has its slot index as node.position. Every sleep of a lane has
-//    `slack = -1 - lane id` (a sleep's slack is otherwise >= 0): the lane keeps the slack.
+//    `slack = -1 - lane id` (a sleep's slack is otherwise >= 0): the lane keeps the slack, and a sleep's
+//    deadline is its key less it. So a sleep whose key latest_time() clamped short of max() (a slack too
+//    large to add) has no lane: key - slack would be earlier than its deadline.
 // 5. Withdrawing a sleep that is not the head leaves a hole (a null slot) in O(1); holes at the front are
 //    skipped when the head leaves. A full lane closes its holes in place if at least half of it is holes,
 //    else doubles: each sleep is moved O(1) times on average.
@@ -209,7 +211,8 @@ class sleep_lanes {
     } else if (sleep_entry* next = l.pop_head()) {
       heap.replace(op.node, next->node, l.head_key());
     } else {
-      return heap.remove(op.node);
+      heap.remove(op.node);
+      return;
     }
     --queued_;
   }

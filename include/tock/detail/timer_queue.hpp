@@ -108,11 +108,12 @@ class timer_queue {
   void reserve_at(const TimePoint& at) { at != TimePoint::max() ? heap_.reserve_one() : parked_.reserve_one(); }
 
   // reserve_at, and for a sleep started `span` (> 0, or zero if unknown) from now with `slack`, the lane it
-  // joins (sleep_lanes rule 2), or sleep_lanes::none. Throws std::bad_alloc with nothing changed.
+  // joins (sleep_lanes rules 2 and 4), or sleep_lanes::none. Throws std::bad_alloc; it may have claimed an
+  // empty lane for the span by then, which changes nothing that the queue's users can observe.
   std::int32_t reserve_sleep(const TimePoint& at, const TimePoint& latest, const duration& span,
                              const duration& slack) {
     reserve_at(at);
-    if (at == TimePoint::max()) return lanes_type::none;
+    if (at == TimePoint::max() || latest - at != slack) return lanes_type::none;  // clamped: sleep_lanes rule 4
     const std::int32_t lane = lanes_.choose(span, slack, latest);
     if (lane != lanes_type::none) lanes_.at(lane).reserve_one();
     return lane;
@@ -442,7 +443,6 @@ class timer_queue {
   void remove_sleep(sleep_entry& op) noexcept {
     lanes_type::in_lane(op) ? lanes_.remove(op, heap_) : heap_.remove(op.node);
   }
-
 
   deadline_heap<TimePoint> heap_;
   lanes_type lanes_;
