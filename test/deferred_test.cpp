@@ -2,6 +2,8 @@
 // What users may rely on: each runs exactly once, from inside run(), in abort order, before anything posted
 // after the call that aborted it, with no allocation beyond the wait's own; a throwing handler loses no
 // other completion.
+// Firing (firing_test): due sleeps are popped in batches, a timer wait alone; a throwing handler loses none of
+// its batch, and a handler still aborts a timer wait due at the same wake-up (no stale success).
 // Also: timers keep a compact executor that still reads back as the one given.
 #include "test_asio.hpp"
 #include "test_support.hpp"
@@ -195,6 +197,112 @@ BOOST_AUTO_TEST_CASE(a_timer_reads_back_the_executor_it_was_given) {
 
   tock::deadline d(ctx);
   BOOST_CHECK(d.get_executor() == asio::any_io_executor(ctx.get_executor()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(firing_test)
+
+using tock::manual_clock;
+
+BOOST_AUTO_TEST_CASE(sleeps_due_together_run_in_order_and_a_throwing_handler_loses_none_of_its_batch) {
+  asio::io_context ctx;
+  constexpr int n = 70;  // more than two batches
+  const auto t = manual_clock::now() + 1s;
+  std::vector<int> order, calls(n, 0);
+  for (int i = 0; i < n; ++i)
+    tock::async_sleep_until(ctx, t, [&, i](const error_code& ec) {
+      BOOST_CHECK(!ec);
+      order.push_back(i);
+      ++calls[i];
+      if (i == 5 || i == 40) throw std::runtime_error("handler");
+    });
+  manual_clock::advance_to(t);
+  BOOST_CHECK_THROW(tock_test::settle(ctx), std::runtime_error);
+  BOOST_CHECK_EQUAL(order.size(), 6u);
+  BOOST_CHECK_THROW(tock_test::settle(ctx), std::runtime_error);
+  BOOST_CHECK(tock_test::settle(ctx));
+  BOOST_REQUIRE_EQUAL(order.size(), std::size_t(n));
+  for (int i = 0; i < n; ++i) {
+    BOOST_CHECK_EQUAL(order[i], i);
+    BOOST_CHECK_EQUAL(calls[i], 1);
+  }
+  auto& service = tock::basic_timer_service<manual_clock>::of(ctx.get_executor());
+  BOOST_CHECK(service.invariants_hold());
+  BOOST_CHECK_EQUAL(service.stats().fired, std::uint64_t(n));
+}
+
+BOOST_AUTO_TEST_CASE(a_handler_still_aborts_a_timer_wait_due_at_the_same_wake_up) {
+  asio::io_context ctx;
+  const auto t = manual_clock::now() + 1s;
+  tock::basic_timer<manual_clock> a(ctx, t), c(ctx, t), d(ctx, t);
+  tock_test::completion ca, cd;
+  std::size_t by_sleep = 0, by_c = 0;
+  tock::async_sleep_until(ctx, t, [&](const error_code&) { by_sleep = a.cancel(); });
+  a.async_wait(tock_test::record(ca));
+  c.async_wait([&](const error_code&) { by_c = d.cancel(); });
+  d.async_wait(tock_test::record(cd));
+  BOOST_CHECK(tock_test::advance_to(ctx, t));
+  BOOST_CHECK_EQUAL(by_sleep, 1u);
+  BOOST_CHECK_EQUAL(ca.calls, 1);
+  BOOST_CHECK_EQUAL(ca.ec, aborted);
+  BOOST_CHECK_EQUAL(by_c, 1u);
+  BOOST_CHECK_EQUAL(cd.calls, 1);
+  BOOST_CHECK_EQUAL(cd.ec, aborted);
+}
+
+BOOST_AUTO_TEST_CASE(an_entry_a_handler_places_before_the_rest_of_its_batch_runs_before_them) {
+  asio::io_context ctx;
+  const auto t = manual_clock::now() + 1s;
+  tock::basic_timer<manual_clock> timer(ctx);
+  constexpr int past_sleep = 100, past_wait = 101, later_sleep = 102;
+  std::vector<int> order;  // sleep i at t is i; an error completion is recorded negated
+  auto note = [&order](int id) { return [&order, id](const error_code& ec) { order.push_back(ec ? -id : id); }; };
+  tock::async_sleep_until(ctx, t, [&](const error_code&) {
+    order.push_back(1);
+    tock::async_sleep_until(ctx, t - 2ms, note(past_sleep));
+    timer.expires_at(t - 1ms);
+    timer.async_wait(note(past_wait));
+    tock::async_sleep_until(ctx, t + 1ms, note(later_sleep));  // not due: after the batch
+  });
+  for (int i = 2; i <= 40; ++i) tock::async_sleep_until(ctx, t, note(i));
+  BOOST_CHECK(!tock_test::advance_to(ctx, t));
+  BOOST_REQUIRE_EQUAL(order.size(), 42u);
+  BOOST_CHECK_EQUAL(order[0], 1);
+  BOOST_CHECK_EQUAL(order[1], past_sleep);
+  BOOST_CHECK_EQUAL(order[2], past_wait);
+  for (int i = 2; i <= 40; ++i) BOOST_CHECK_EQUAL(order[i + 1], i);
+  BOOST_CHECK(tock_test::advance_to(ctx, t + 1ms));
+  BOOST_CHECK_EQUAL(order.back(), later_sleep);
+  BOOST_CHECK(tock::basic_timer_service<manual_clock>::of(ctx.get_executor()).invariants_hold());
+}
+
+// Asio as the control: an operation that has left the timer queue for the ready queue no longer answers its
+// slot, so the second waiter completes with success.
+BOOST_AUTO_TEST_CASE(an_emit_from_a_handler_finds_a_sleep_of_its_batch_fired_as_asio_does) {
+  {
+    asio::io_context ctx;
+    const auto t = manual_clock::now() + 1s;
+    asio::cancellation_signal sig;
+    tock_test::completion c;
+    tock::async_sleep_until(ctx, t, [&](const error_code&) { sig.emit(asio::cancellation_type::terminal); });
+    tock::async_sleep_until(ctx, t, asio::bind_cancellation_slot(sig.slot(), tock_test::record(c)));
+    BOOST_CHECK(tock_test::advance_to(ctx, t));
+    BOOST_CHECK_EQUAL(c.calls, 1);
+    BOOST_CHECK(!c.ec);
+  }
+  {
+    asio::io_context ctx;
+    const auto past = std::chrono::steady_clock::now() - 1s;
+    asio::steady_timer x(ctx, past), y(ctx, past);
+    asio::cancellation_signal sig;
+    tock_test::completion c;
+    x.async_wait([&](const error_code&) { sig.emit(asio::cancellation_type::terminal); });
+    y.async_wait(asio::bind_cancellation_slot(sig.slot(), tock_test::record(c)));
+    ctx.run();
+    BOOST_CHECK_EQUAL(c.calls, 1);
+    BOOST_CHECK(!c.ec);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
