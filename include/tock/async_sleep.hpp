@@ -90,8 +90,7 @@ class initiate_sleep_on_handler_executor {
 }  // namespace detail
 
 /// Completes with void(error_code) at `t` (success), or with operation_aborted when the handler's cancellation
-/// slot is emitted (any type) before it fires, or with tock::error::capacity_exceeded. `t` at
-/// time_point::max() never fires. Sleeps due together fire in batches of up to 32, before their handlers run.
+/// slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
 /// It may complete up to the service's default_slack() late. O(log N); at most one allocation, through the
 /// handler's associated allocator. Thread-safe.
 template <typename Executor, typename Clock, typename Duration,
