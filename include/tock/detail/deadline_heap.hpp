@@ -168,7 +168,6 @@ class deadline_heap {
  private:
   static std::size_t parent(std::size_t i) noexcept { return (i - 1) / Arity; }
 
-
   void place(std::size_t i, const entry& e) noexcept {
     entries_[i] = e;
     e.node->position = static_cast<std::uint32_t>(i);

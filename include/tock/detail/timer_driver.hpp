@@ -141,11 +141,10 @@ class timer_driver {
     bool fired = false;
     // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
     // ones, wait for the next wake-up rather than starve the context. Entries are popped under the lock and
-    // run without it, in batches: up to batch_size sleeps, or a timer wait alone. A popped entry has fired,
-    // so a timer wait is popped only once every handler before it has run: a handler that cancels or moves
-    // its timer must still abort or move it (tock completes no stale success). A sleep has no such call; an
-    // emit on its slot from a handler before it in its batch finds it fired, as an emit on an Asio operation
-    // already in the ready queue does. Entries run in the order single pops would take (run_batch).
+    // run without it, in batches: up to batch_size sleeps, or a timer wait alone. A popped timer wait has
+    // fired, so it is popped only once every handler before it has run: a handler that cancels or moves its
+    // timer must still abort or move it (tock completes no stale success). A batch of sleeps keeps the order
+    // and the cancellations that single pops would give (run_batch).
     std::size_t budget = queue_.heap_waits();
     batch_array batch;
     while (budget > 0) {
