@@ -2,9 +2,9 @@
 // What users may rely on: each runs exactly once, from inside run(), in abort order, before anything posted
 // after the call that aborted it, with no allocation beyond the wait's own; a throwing handler loses no
 // other completion.
-// Firing (firing_test): due sleeps are popped in batches, a timer wait alone, and a batch behaves as single
-// pops for what its handlers do: a throwing handler loses none of it, a handler still aborts a timer wait or a
-// sleep due at the same wake-up, an entry placed due before the rest of a batch runs first.
+// Firing (firing_test): what handlers may rely on when many entries are due at one wake-up (the rules any
+// batching of the driver's pops must keep): a throwing handler loses none of the others, a handler still
+// aborts a timer wait or a sleep due at the same wake-up, an entry placed due before the others runs first.
 // Also: timers keep a compact executor that still reads back as the one given.
 #include "test_asio.hpp"
 #include "test_support.hpp"
@@ -206,9 +206,9 @@ BOOST_AUTO_TEST_SUITE(firing_test)
 
 using tock::manual_clock;
 
-BOOST_AUTO_TEST_CASE(sleeps_due_together_run_in_order_and_a_throwing_handler_loses_none_of_its_batch) {
+BOOST_AUTO_TEST_CASE(sleeps_due_together_run_in_order_and_a_throwing_handler_loses_none_of_the_others) {
   asio::io_context ctx;
-  constexpr int n = 70;  // more than two batches
+  constexpr int n = 70;  // more than twice the 32 a batching driver would pop at once
   const auto t = manual_clock::now() + 1s;
   std::vector<int> order, calls(n, 0);
   for (int i = 0; i < n; ++i)
@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(a_handler_still_aborts_a_timer_wait_due_at_the_same_wake_up
   BOOST_CHECK_EQUAL(cd.ec, aborted);
 }
 
-BOOST_AUTO_TEST_CASE(an_entry_a_handler_places_before_the_rest_of_its_batch_runs_before_them) {
+BOOST_AUTO_TEST_CASE(an_entry_a_handler_places_due_before_the_rest_of_its_wake_up_runs_first) {
   asio::io_context ctx;
   const auto t = manual_clock::now() + 1s;
   tock::basic_timer<manual_clock> timer(ctx);
@@ -264,7 +264,7 @@ BOOST_AUTO_TEST_CASE(an_entry_a_handler_places_before_the_rest_of_its_batch_runs
     tock::async_sleep_until(ctx, t - 2ms, note(past_sleep));
     timer.expires_at(t - 1ms);
     timer.async_wait(note(past_wait));
-    tock::async_sleep_until(ctx, t + 1ms, note(later_sleep));  // not due: after the batch
+    tock::async_sleep_until(ctx, t + 1ms, note(later_sleep));  // not due: at the next wake-up
   });
   for (int i = 2; i <= 40; ++i) tock::async_sleep_until(ctx, t, note(i));
   BOOST_CHECK(!tock_test::advance_to(ctx, t));
@@ -278,10 +278,9 @@ BOOST_AUTO_TEST_CASE(an_entry_a_handler_places_before_the_rest_of_its_batch_runs
   BOOST_CHECK(tock::basic_timer_service<manual_clock>::of(ctx.get_executor()).invariants_hold());
 }
 
-// As single pops would: a sleep whose handler has not run is aborted by an emit, also when it was popped in
-// the batch of the handler that emits. (Asio's timers complete such a wait with success once it is in the ready
-// queue; tock's sleeps keep the stronger rule they had before batches.)
-BOOST_AUTO_TEST_CASE(an_emit_from_a_handler_aborts_a_sleep_of_its_batch) {
+// A sleep whose handler has not run is aborted by an emit, also from the handler of a sleep due at the same
+// wake-up. (Asio's timers complete such a wait with success once it is in the ready queue.)
+BOOST_AUTO_TEST_CASE(an_emit_from_a_handler_aborts_a_sleep_due_at_the_same_wake_up) {
   asio::io_context ctx;
   const auto t = manual_clock::now() + 1s;
   constexpr int n = 40;
@@ -302,7 +301,7 @@ BOOST_AUTO_TEST_CASE(an_emit_from_a_handler_aborts_a_sleep_of_its_batch) {
   BOOST_REQUIRE_EQUAL(order.size(), std::size_t(n));
   std::vector<int> expected{1, 2};
   for (int i = 4; i <= n; ++i) expected.push_back(i);
-  expected.push_back(-3);  // from the drain, after the batch
+  expected.push_back(-3);  // from the drain, after the others due at that wake-up
   BOOST_CHECK_EQUAL_COLLECTIONS(order.begin(), order.end(), expected.begin(), expected.end());
   auto& service = tock::basic_timer_service<manual_clock>::of(ctx.get_executor());
   BOOST_CHECK_EQUAL(service.stats().fired, std::uint64_t(n - 1));

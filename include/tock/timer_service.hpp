@@ -417,10 +417,7 @@ class basic_timer_service : public asio::execution_context::service {
 
   void cancel_op(sleep_entry& op) noexcept {
     locked_section section(*this);
-    if (queue_.unschedule(op))
-      section.defer(op);
-    else
-      driver_.abort_in_batch_locked(op);  // else it fired, and runs or ran
+    if (queue_.unschedule(op)) section.defer(op);  // else it fired
   }
 
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a

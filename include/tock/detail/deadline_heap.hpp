@@ -148,14 +148,6 @@ class deadline_heap {
     }
   }
 
-  // Heap order: by key, then by schedule order (seq, modulo 2^31).
-  static bool before(const entry& a, const entry& b) noexcept {
-    if (a.key < b.key) return true;
-    if (b.key < a.key) return false;
-    const std::uint32_t diff = (a.node->seq - b.node->seq) & 0x7FFF'FFFFu;
-    return diff >= 0x4000'0000u;
-  }
-
   // O(N): checks the invariant; for tests.
   bool valid() const noexcept {
     for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -167,6 +159,14 @@ class deadline_heap {
 
  private:
   static std::size_t parent(std::size_t i) noexcept { return (i - 1) / Arity; }
+
+  static bool before(const entry& a, const entry& b) noexcept {
+    if (a.key < b.key) return true;
+    if (b.key < a.key) return false;
+    // Equal keys: the one scheduled first wins, comparing 31-bit sequence numbers modulo 2^31.
+    const std::uint32_t diff = (a.node->seq - b.node->seq) & 0x7FFF'FFFFu;
+    return diff >= 0x4000'0000u;
+  }
 
   void place(std::size_t i, const entry& e) noexcept {
     entries_[i] = e;

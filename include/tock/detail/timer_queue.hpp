@@ -31,8 +31,7 @@ class timer_queue {
   struct due {
     sleep_entry* sleep = nullptr;
     wait_op* wait = nullptr;
-    TimePoint at{};   // its deadline (its expiry, not its latest time)
-    TimePoint key{};  // its heap key (its latest time), which ranks it with its node's seq
+    TimePoint at{};  // its deadline (its expiry, not its latest time)
     explicit operator bool() const noexcept { return sleep != nullptr || wait != nullptr; }
   };
 
@@ -301,20 +300,17 @@ class timer_queue {
   // The next entry due at `now`, by latest time (by deadline, and by start order among equal deadlines, when
   // entries have equal slack): a sleep leaves the heap, a timer's oldest waiting wait fires
   // (wait_ring::fire_first). A timer left without waits stays in the heap (rule 4): a wait started from its
-  // handler re-keys it in place; settle() drops it otherwise. With `sleeps_only`, nothing if the next is a
-  // timer's. O(log N) per entry.
-  due pop_due(const TimePoint& now, bool sleeps_only = false) noexcept {
+  // handler re-keys it in place; settle() drops it otherwise. O(log N) per entry.
+  due pop_due(const TimePoint& now) noexcept {
     if (!settle(now)) return {};
     const auto& top = heap_.top();
     heap_node& n = *top.node;
-    if (n.is_timer && sleeps_only) return {};
     if (!n.is_timer) {
       sleep_entry* op = sleep_entry::from_node(&n);
       const TimePoint at = sleep_deadline(*op, top.key);
-      const TimePoint key = top.key;
       remove_sleep(*op);
       --heap_waits_;
-      return {op, nullptr, at, key};
+      return {op, nullptr, at};
     }
     timer& t = *timer::from_node(&n);
     const TimePoint at = t.expiry(), key = top.key;
@@ -326,12 +322,7 @@ class timer_queue {
       heap_.remove(n);
     else
       ++lingering_;  // rule 4: a wait from its handler re-keys it in place; settle() drops it otherwise
-    return {nullptr, &op, at, key};
-  }
-
-  // Whether the next entry due at `now` ranks before `s`, a sleep popped earlier (one placed since).
-  bool due_before(const TimePoint& now, const due& s) noexcept {
-    return settle(now) && heap_.before(heap_.top(), {s.key, &s.sleep->node});
+    return {nullptr, &op, at};
   }
 
   // A fired wait that has not run waits again, first of its timer, at the timer's expiry. False (nothing
