@@ -222,10 +222,11 @@ inline void print_report(const results& res) {
       rel("touch", "tock_deadline", n, &row::ns_per_op, n >= big ? 1.5 : 1.0, true, "watchdog");
   {
     target_line l;
-    l.what = "memory N=1M: tock_sleep <= 64 bytes per pending sleep";
+    // Issue 12 keeps what was measured when it was filed (48 B); the first bench issue asked for <= 64.
+    l.what = "memory N=1M: tock_sleep <= 48 bytes per pending sleep";
     const double v = get(res.find("memory", "tock_sleep", big), &row::bytes_per_timer);
     l.value = std::isnan(v) ? "–" : num(v, 1) + " B";
-    l.met = std::isnan(v) ? -1 : v <= 64;
+    l.met = std::isnan(v) ? -1 : v <= 48;
     t.push_back(l);
   }
   rel("memory", "tock_timer", big, &row::bytes_per_timer, 0.5, true);

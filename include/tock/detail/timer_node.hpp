@@ -53,9 +53,11 @@ template <typename TimePoint>
 struct timer_node {
   using duration = typename TimePoint::duration;
 
-  heap_node node;  // first member: a heap_node* of a timer converts back with from_node()
-  wait_ring ring;
+  // First, so that an owner keeping its service pointer just before the node (timer_object) touches one
+  // cache line for the lock-free move (rule 3), the per-read cost of an idle timeout.
   std::atomic<TimePoint> expiry_{TimePoint()};
+  heap_node node;  // a heap_node* of a timer converts back with from_node()
+  wait_ring ring;
   duration slack{};  // rules 0 and 5
 
   timer_node() noexcept { node.is_timer = 1; }
@@ -75,7 +77,9 @@ struct timer_node {
   timer_node(const timer_node&) = delete;
   timer_node& operator=(const timer_node&) = delete;
 
-  static timer_node* from_node(heap_node* n) noexcept { return reinterpret_cast<timer_node*>(n); }
+  static timer_node* from_node(heap_node* n) noexcept {
+    return reinterpret_cast<timer_node*>(reinterpret_cast<char*>(n) - offsetof(timer_node, node));
+  }
   static timer_node& of_ring(wait_ring& r) noexcept {
     return *reinterpret_cast<timer_node*>(reinterpret_cast<char*>(&r) - offsetof(timer_node, ring));
   }

@@ -86,9 +86,9 @@ class timer_object {
     timer_object* self_;
   };
 
-  service_type* service_;
-  compact_executor<Executor> executor_;
+  service_type* service_;  // next to impl_'s expiry: a later move reads both (see timer_node)
   implementation_type impl_;
+  compact_executor<Executor> executor_;
 };
 
 }  // namespace tock::detail
