@@ -5,6 +5,7 @@
 #include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/service_core.hpp>
+#include <tock/detail/service_lookup.hpp>
 #include <tock/detail/slot_cancellation.hpp>
 #include <tock/detail/timer_driver.hpp>
 #include <tock/detail/timer_node.hpp>
@@ -25,11 +26,6 @@
 #include <vector>
 
 namespace tock {
-
-namespace detail {
-// Bumped whenever a timer service is destroyed: thread-local lookups of services made before are stale.
-inline std::atomic<std::uint64_t> service_epoch{1};
-}  // namespace detail
 
 /// The timer service of one io_context for one clock: every tock timer and sleep on that context waits in
 /// its queue (detail/timer_queue.hpp), and one Asio timer (the driver, detail/timer_driver.hpp) wakes it at
@@ -78,17 +74,7 @@ class basic_timer_service : public asio::execution_context::service {
   /// used: a one-entry thread-local cache, invalidated whenever any timer service is destroyed (so a new
   /// context at a dead one's address is never mistaken for it).
   static basic_timer_service& of_context(asio::io_context& ctx) {
-    struct cache_entry {
-      asio::io_context* context;
-      basic_timer_service* service;
-      std::uint64_t epoch;
-    };
-    static thread_local cache_entry last{nullptr, nullptr, 0};
-    const std::uint64_t epoch = detail::service_epoch.load(std::memory_order_acquire);
-    if (last.context == &ctx && last.epoch == epoch) return *last.service;
-    basic_timer_service& service = asio::use_service<basic_timer_service>(ctx);
-    last = cache_entry{&ctx, &service, epoch};
-    return service;
+    return detail::use_service_cached<basic_timer_service>(ctx);
   }
 
   /// Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).

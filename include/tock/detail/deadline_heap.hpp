@@ -88,6 +88,15 @@ class deadline_heap {
   void reserve_one() {
     if (entries_.size() == entries_.capacity()) entries_.reserve(entries_.empty() ? 64 : entries_.size() * 2);
   }
+  // The same, for callers that cannot throw: false (nothing changed) if the memory is not there.
+  bool try_reserve_one() noexcept {
+    try {
+      reserve_one();
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
 
   // O(log N). The caller checks size() < heap_node::max_position first, and calls reserve_one() if it
   // needs the push not to throw.

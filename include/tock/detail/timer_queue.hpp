@@ -157,8 +157,7 @@ class timer_queue {
   // reuse its slot. Returns how many were taken.
   template <typename Defer>
   std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept {
-    std::size_t taken = 0;
-    std::size_t waiting_taken = 0;
+    std::size_t taken = 0, waiting_taken = 0;
     while (taken < limit && !t.ring.empty()) {
       bool was_due = false;
       wait_op& op = t.ring.take_front(was_due);
@@ -246,10 +245,7 @@ class timer_queue {
   // Sets the slack; a key past the new latest time moves to it (rule 5), any other stays.
   void set_slack(timer& t, const duration& slack) noexcept {
     t.slack = slack;
-    if (t.ring.waiting == 0 || !t.node.in_heap()) return;
-    if (t.latest() < heap_.key_of(t.node)) {
-      rekey_at_latest(t);
-    }
+    if (t.ring.waiting > 0 && t.node.in_heap() && t.latest() < heap_.key_of(t.node)) rekey_at_latest(t);
   }
 
   // Moves `from`'s expiry, slack and waits to `to`, which holds nothing yet; `from` gets expiry
@@ -331,14 +327,7 @@ class timer_queue {
     wait_op** link = nullptr;
     wait_ring& ring = wait_ring::ring_of(op, link);
     timer& t = timer::of_ring(ring);
-    if (t.expiry() == TimePoint::max()) return false;
-    if (!t.node.in_heap()) {
-      try {
-        heap_.reserve_one();
-      } catch (...) {
-        return false;
-      }
-    }
+    if (t.expiry() == TimePoint::max() || (!t.node.in_heap() && !heap_.try_reserve_one())) return false;
     const bool was_idle = ring.waiting == 0;
     ring.unfire(link, op);
     ++heap_waits_;
