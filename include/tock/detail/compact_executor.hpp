@@ -134,7 +134,7 @@ class compact_executor<asio::any_io_executor> {
 
   union {
     io io_;
-    any* boxed_;
+    any* boxed_ = nullptr;  // initialised so that GCC 12 at -O1/-O2 does not take a boxed move for a read of io_
   };
   kind kind_ = kind::empty;
 };
