@@ -9,8 +9,9 @@
 
 namespace tock::detail {
 
-// Bumped whenever a cached service is destroyed (by its destructor): thread-local lookups made before are
-// stale, so that a new context at a dead one's address is never mistaken for it.
+// Bumped by the destructor of every service looked up through use_service_cached (a requirement on that
+// Service): thread-local lookups made before are stale, so a new context at a dead one's address is never
+// mistaken for it.
 inline std::atomic<std::uint64_t> service_epoch{1};
 
 // asio::use_service<Service>(ctx) behind a one-entry thread-local cache per Service: O(1) and lock-free

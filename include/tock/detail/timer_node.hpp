@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <type_traits>
 
 namespace tock::detail {
 
@@ -53,8 +54,8 @@ template <typename TimePoint>
 struct timer_node {
   using duration = typename TimePoint::duration;
 
-  // First, so that an owner keeping its service pointer just before the node (timer_object) touches one
-  // cache line for the lock-free move (rule 3), the per-read cost of an idle timeout.
+  // First, so that an owner keeping its service pointer just before this timer_node (timer_object) touches
+  // one cache line for the lock-free move (rule 3), the per-read cost of an idle timeout.
   std::atomic<TimePoint> expiry_{TimePoint()};
   heap_node node;  // a heap_node* of a timer converts back with from_node()
   wait_ring ring;
@@ -77,7 +78,9 @@ struct timer_node {
   timer_node(const timer_node&) = delete;
   timer_node& operator=(const timer_node&) = delete;
 
+  // from_node and of_ring find the timer from a member (offsetof needs a standard-layout timer_node).
   static timer_node* from_node(heap_node* n) noexcept {
+    static_assert(std::is_standard_layout_v<timer_node>, "tock: the clock's time_point must be standard-layout");
     return reinterpret_cast<timer_node*>(reinterpret_cast<char*>(n) - offsetof(timer_node, node));
   }
   static timer_node& of_ring(wait_ring& r) noexcept {
