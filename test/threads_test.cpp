@@ -372,12 +372,12 @@ BOOST_AUTO_TEST_CASE(cancel_racing_with_firing_aborts_exactly_the_waits_it_repor
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// The service's lock (detail/service_mutex.hpp) on its own: mutual exclusion under contention, including the
+// The service's lock (detail/futex_mutex.hpp) on its own: mutual exclusion under contention, including the
 // sleeping path (more threads than cores, each holding the lock across a yield), and try_lock.
-BOOST_AUTO_TEST_SUITE(service_mutex_test)
+BOOST_AUTO_TEST_SUITE(futex_mutex_test)
 
 BOOST_AUTO_TEST_CASE(lock_excludes_every_other_holder_under_contention) {
-  tock::detail::service_mutex mutex;
+  tock::detail::futex_mutex mutex;
   constexpr int threads = 4;
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   constexpr int rounds = 5000;
@@ -391,7 +391,7 @@ BOOST_AUTO_TEST_CASE(lock_excludes_every_other_holder_under_contention) {
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       for (int i = 0; i < rounds; ++i) {
-        std::lock_guard<tock::detail::service_mutex> lock(mutex);
+        std::lock_guard<tock::detail::futex_mutex> lock(mutex);
         overlaps += inside++ != 0;
         ++counter;
         if ((i + t) % 64 == 0) std::this_thread::yield();  // so that others find it held and sleep
@@ -404,8 +404,8 @@ BOOST_AUTO_TEST_CASE(lock_excludes_every_other_holder_under_contention) {
 }
 
 BOOST_AUTO_TEST_CASE(try_lock_fails_while_held_and_succeeds_once_released) {
-  tock::detail::service_mutex mutex;
-  std::unique_lock<tock::detail::service_mutex> lock(mutex);
+  tock::detail::futex_mutex mutex;
+  std::unique_lock<tock::detail::futex_mutex> lock(mutex);
   bool got = true;
   std::thread([&] { got = mutex.try_lock(); }).join();
   BOOST_TEST(!got);

@@ -79,20 +79,20 @@ class basic_timer_service : public asio::execution_context::service {
 
   /// Waits that have not fired yet (in the heap or parked at time_point::max()). O(1).
   std::size_t pending() const {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     return queue_.pending();
   }
 
   /// The most heap slots (timers with waits, plus sleeps, in the heap or a lane) the service holds; a wait past
   /// it completes with tock::error::capacity_exceeded. O(1).
   std::size_t capacity() const {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     return queue_.capacity();
   }
 
   /// Sets capacity(), clamped to what the heap can index. Waits already pending are kept. O(1).
   void set_capacity(std::size_t n) {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     queue_.set_capacity(n);
   }
 
@@ -108,13 +108,13 @@ class basic_timer_service : public asio::execution_context::service {
 
   /// A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
   timer_stats stats() const {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     return core_->snapshot_locked(queue_.rekeys(), queue_.pending(), lazy_extensions_.load(std::memory_order_relaxed));
   }
 
   /// Checks the queue, the driver and the accounting against each other, for tests. O(N).
   bool invariants_hold() const {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     return queue_.valid() && driver_.valid_locked() && !idle_work_ && core_->drain_fallbacks() == 0;
   }
 
@@ -136,7 +136,7 @@ class basic_timer_service : public asio::execution_context::service {
   /// expiry `from_expiry` (Asio resets it to time_point()). O(waits of the timer).
   void move_construct(implementation_type& to, implementation_type& from,
                       const time_point& from_expiry = time_point()) noexcept {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     queue_.move_timer(to, from, from_expiry);
   }
 
@@ -148,7 +148,7 @@ class basic_timer_service : public asio::execution_context::service {
   /// changed. O(log N).
   void set_slack(implementation_type& impl, const duration& slack) {
     checked_slack(slack);
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     driver_.arm_for_locked(queue_.slack_key(impl, slack));
     queue_.set_slack(impl, slack);
   }
@@ -228,7 +228,7 @@ class basic_timer_service : public asio::execution_context::service {
   /// when it could not be scheduled, in which case it will never be called. Throws std::bad_alloc with nothing changed.
   /// A `span` > 0 says that `t` is now + span (see async_sleep_for).
   error_code schedule(detail::sleep_entry& entry, const time_point& t, const duration& span = duration::zero()) {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (queue_.sleep_past_capacity(t)) return core_->refused_locked();
     place_locked(sleep_time{t, default_slack(), span}, entry);
@@ -252,7 +252,7 @@ class basic_timer_service : public asio::execution_context::service {
   /// Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
   /// (op_action::deliver) unless detached first. Same errors as schedule().
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
-    std::lock_guard<detail::service_mutex> lock(core_->mutex());
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     if (shut_down_) return make_error_code(error::shut_down);
     if (queue_.wait_past_capacity(impl)) return core_->refused_locked();
     place_locked(impl, entry);
@@ -308,7 +308,7 @@ class basic_timer_service : public asio::execution_context::service {
 
    private:
     basic_timer_service& service_;
-    std::unique_lock<detail::service_mutex> lock_;
+    std::unique_lock<detail::futex_mutex> lock_;
     bool drain_ = false;
   };
 
@@ -337,7 +337,7 @@ class basic_timer_service : public asio::execution_context::service {
     if (slot.is_connected())
       slot.template emplace<detail::slot_cancellation<basic_timer_service, base>>(this, core_.get(), op);
 
-    std::unique_lock<detail::service_mutex> lock(core_->mutex());
+    std::unique_lock<detail::futex_mutex> lock(core_->mutex());
     if (shut_down_) return;  // Asio's rule after shutdown: the handler is destroyed (unlocked), never invoked
     if (past_capacity_locked(where)) {
       // Refused: it completes with capacity_exceeded from the context.
@@ -412,7 +412,7 @@ class basic_timer_service : public asio::execution_context::service {
     std::vector<sleep_entry*> sleeps;
     std::vector<wait_op*> waits;
     {
-      std::lock_guard<detail::service_mutex> lock(core_->mutex());
+      std::lock_guard<detail::futex_mutex> lock(core_->mutex());
       shut_down_ = true;
       queue_.clear([&](sleep_entry& op) { sleeps.push_back(&op); }, [&](wait_op& op) { waits.push_back(&op); });
       parked_work_.reset();

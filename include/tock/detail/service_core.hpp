@@ -5,7 +5,7 @@
 
 #include <tock/config.hpp>
 #include <tock/detail/block_pool.hpp>
-#include <tock/detail/service_mutex.hpp>
+#include <tock/detail/futex_mutex.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
 #include <tock/timer_stats.hpp>
@@ -145,12 +145,12 @@ class service_core : public std::enable_shared_from_this<service_core> {
   ~service_core() { run(deferred_.take_all(), false); }  // left only when the context was gone first
 
   asio::io_context& context() const noexcept { return ctx_; }
-  service_mutex& mutex() noexcept { return mutex_; }
+  futex_mutex& mutex() noexcept { return mutex_; }
 
   // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it
   // still counts as fired, false if it was cancelled in between (it is then reported as aborted).
   bool settle_fired(wait_op& op) {
-    std::lock_guard<service_mutex> lock(mutex_);
+    std::lock_guard<futex_mutex> lock(mutex_);
     return settle_fired_locked(op);
   }
 
@@ -255,7 +255,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   };
 
   batch take() noexcept {
-    std::lock_guard<service_mutex> lock(mutex_);
+    std::lock_guard<futex_mutex> lock(mutex_);
     drain_posted_ = false;
     return deferred_.take_all();
   }
@@ -287,7 +287,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   void queue_and_post(Queue&& queue) noexcept {
     bool post;
     {
-      std::lock_guard<service_mutex> lock(mutex_);
+      std::lock_guard<futex_mutex> lock(mutex_);
       queue();
       post = !std::exchange(drain_posted_, true);
     }
@@ -307,7 +307,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   }
 
   asio::io_context& ctx_;
-  service_mutex mutex_;
+  futex_mutex mutex_;
   block_pool drain_memory_;
   deferred_queue deferred_;    // under mutex_
   bool drain_posted_ = false;  // a drain is queued and has not taken deferred_ yet

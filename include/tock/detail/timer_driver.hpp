@@ -87,7 +87,7 @@ class timer_driver {
     // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock; a wait
     // newer than the generation read here is being armed, and the lock waits for it.
     if (generation < generation_.load(std::memory_order_relaxed)) return;
-    std::unique_lock<service_mutex> lock(core_.mutex());
+    std::unique_lock<futex_mutex> lock(core_.mutex());
     if (generation != generation_.load(std::memory_order_relaxed) || stopped_) return;
     armed_at_ = time_point::max();
     const time_point now = Clock::now();
@@ -96,7 +96,7 @@ class timer_driver {
     // the top once settled: a timer waited on again from its handler keeps its past key until then.
     struct rearm {
       timer_driver& driver;
-      std::unique_lock<service_mutex>& lock;
+      std::unique_lock<futex_mutex>& lock;
       const time_point& now;
       // The wait that fired returned its memory to the driver, so the re-arm finds it (see asio_driver);
       // should Asio's own timer queue fail to grow, run() is left with that exception, unless a handler's
@@ -164,7 +164,7 @@ class timer_driver {
   // timer cannot be placed again) is queued again: it completes from the next drain, as fired or aborted.
   void refire(wait_op& op) noexcept {
     if (op.checked_at_run) {
-      std::lock_guard<service_mutex> lock(core_.mutex());
+      std::lock_guard<futex_mutex> lock(core_.mutex());
       if (op.next != nullptr && queue_.wait_again(op)) {
         --core_.stats_locked().fired;  // it fires again
         return;

@@ -1,6 +1,6 @@
-// tock/detail/service_mutex.hpp: the lock of a timer service, a futex word with a one-instruction fast path.
-#ifndef TOCK_DETAIL_SERVICE_MUTEX_HPP
-#define TOCK_DETAIL_SERVICE_MUTEX_HPP
+// tock/detail/futex_mutex.hpp: the lock of a timer service, a futex word with a one-instruction fast path.
+#ifndef TOCK_DETAIL_FUTEX_MUTEX_HPP
+#define TOCK_DETAIL_FUTEX_MUTEX_HPP
 
 #include <atomic>
 
@@ -14,16 +14,16 @@ namespace tock::detail {
 
 // A mutex for std::lock_guard / std::unique_lock. Uncontended, lock() is one compare-and-swap and unlock()
 // one exchange: pthread_mutex_lock + unlock cost about 106 instructions per round trip (callgrind), and the
-// firing loop takes the lock once per fired entry. Contended, it sleeps in the kernel as glibc's mutex does
-// (no spinning: a holder may be in timerfd_settime for tens of microseconds). The word's states: 0 free,
-// 1 held, 2 held with possible sleepers; unlock wakes one sleeper only from state 2 (Drepper, "Futexes Are
-// Tricky", mutex 3). Not recursive; unlock() from a thread that does not hold it is undefined, as for
-// std::mutex.
-class service_mutex {
+// firing loop takes the service's lock once per fired entry. Contended, it sleeps in the kernel as glibc's
+// mutex does (no spinning: a holder may be in timerfd_settime for tens of microseconds). The word's states:
+// 0 free, 1 held, 2 held with possible sleepers; unlock wakes one sleeper only from state 2 (Drepper,
+// "Futexes Are Tricky", mutex 3). Not recursive; unlock() from a thread that does not hold it is undefined,
+// as for std::mutex.
+class futex_mutex {
  public:
-  service_mutex() noexcept = default;
-  service_mutex(const service_mutex&) = delete;
-  service_mutex& operator=(const service_mutex&) = delete;
+  futex_mutex() noexcept = default;
+  futex_mutex(const futex_mutex&) = delete;
+  futex_mutex& operator=(const futex_mutex&) = delete;
 
   void lock() noexcept {
     int expected = 0;
@@ -56,9 +56,7 @@ class service_mutex {
   static_assert(sizeof(std::atomic<int>) == sizeof(int) && std::atomic<int>::is_always_lock_free);
   int* address() noexcept { return reinterpret_cast<int*>(&word_); }
   // Returns at once if the word is no longer 2, on a wake-up, or spuriously: the caller retries.
-  void sleep_while_contended() noexcept {
-    ::syscall(SYS_futex, address(), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
-  }
+  void sleep_while_contended() noexcept { ::syscall(SYS_futex, address(), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0); }
   void wake_one() noexcept { ::syscall(SYS_futex, address(), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0); }
 #else
   void sleep_while_contended() noexcept { word_.wait(2, std::memory_order_relaxed); }
