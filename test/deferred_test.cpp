@@ -200,8 +200,6 @@ BOOST_AUTO_TEST_CASE(a_timer_reads_back_the_executor_it_was_given) {
   BOOST_CHECK(d.get_executor() == asio::any_io_executor(ctx.get_executor()));
 }
 
-BOOST_AUTO_TEST_SUITE_END()
-
 BOOST_AUTO_TEST_SUITE(firing_test)
 
 using tock::manual_clock;
@@ -329,3 +327,5 @@ BOOST_AUTO_TEST_CASE(an_emit_from_a_handler_aborts_a_sleep_due_at_the_same_wake_
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE_END()  // deferred_test

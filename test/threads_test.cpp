@@ -370,10 +370,9 @@ BOOST_AUTO_TEST_CASE(cancel_racing_with_firing_aborts_exactly_the_waits_it_repor
   BOOST_TEST(tock::timer_service::of(ctx.get_executor()).pending() == 0u);
 }
 
-BOOST_AUTO_TEST_SUITE_END()
-
 // The service's lock (detail/futex_mutex.hpp) on its own: mutual exclusion under contention, including the
-// sleeping path (more threads than cores, each holding the lock across a yield), and try_lock.
+// sleeping path (each thread at times yields while holding it, so that others find it held and sleep), and
+// try_lock.
 BOOST_AUTO_TEST_SUITE(futex_mutex_test)
 
 BOOST_AUTO_TEST_CASE(lock_excludes_every_other_holder_under_contention) {
@@ -419,3 +418,5 @@ BOOST_AUTO_TEST_CASE(try_lock_fails_while_held_and_succeeds_once_released) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE_END()  // threads_test
