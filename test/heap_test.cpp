@@ -18,7 +18,7 @@ namespace {
 using tock::detail::deadline_heap;
 using tock::detail::heap_node;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if TOCK_ASAN || TOCK_TSAN
 constexpr int op_count = 20000;
 #else
 constexpr int op_count = 60000;

@@ -26,7 +26,7 @@ using clock_type = std::chrono::steady_clock;
 using time_point = clock_type::time_point;
 using tock::error_code;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if TOCK_ASAN || TOCK_TSAN
 constexpr int total_timers = 20000;
 #else
 constexpr int total_timers = 100000;
@@ -378,7 +378,7 @@ BOOST_AUTO_TEST_SUITE(futex_mutex_test)
 BOOST_AUTO_TEST_CASE(lock_excludes_every_other_holder_under_contention) {
   tock::detail::futex_mutex mutex;
   constexpr int threads = 4;
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if TOCK_ASAN || TOCK_TSAN
   constexpr int rounds = 5000;
 #else
   constexpr int rounds = 50000;

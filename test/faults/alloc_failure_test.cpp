@@ -88,14 +88,7 @@
 #include <thread>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TOCK_FAULTS_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TOCK_FAULTS_LSAN 1
-#endif
-#endif
-#ifdef TOCK_FAULTS_LSAN
+#if TOCK_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -714,7 +707,7 @@ std::string run_in_child(scenario_fn f, mode m, long k) {
   // `out` itself was allocated during the run and is still alive: one block, or none if it fits in place.
   const long own = out.size() >= 16 ? 1 : 0;
   if (leaked != own) out += "! leak: " + std::to_string(leaked - own) + " blocks of operator new still live\n";
-#ifdef TOCK_FAULTS_LSAN
+#if TOCK_ASAN
   if (__lsan_do_recoverable_leak_check() != 0) out += "! LeakSanitizer reported leaks\n";
 #endif
   return out;

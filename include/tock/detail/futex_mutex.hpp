@@ -2,6 +2,8 @@
 #ifndef TOCK_DETAIL_FUTEX_MUTEX_HPP
 #define TOCK_DETAIL_FUTEX_MUTEX_HPP
 
+#include <tock/detail/sanitizers.hpp>
+
 #include <atomic>
 #include <cerrno>
 
@@ -13,14 +15,7 @@
 
 // Under ThreadSanitizer the lock says what it is, so that TSan still reports lock-order inversions and double
 // locks through it, and names it in race reports.
-#if defined(__SANITIZE_THREAD__)
-#define TOCK_TSAN_MUTEX 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TOCK_TSAN_MUTEX 1
-#endif
-#endif
-#if defined(TOCK_TSAN_MUTEX)
+#if TOCK_TSAN
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -35,7 +30,7 @@ namespace tock::detail {
 // hold it is undefined, as for std::mutex. errno is left as it was.
 class futex_mutex {
  public:
-#if defined(TOCK_TSAN_MUTEX)
+#if TOCK_TSAN
   futex_mutex() noexcept { __tsan_mutex_create(this, 0); }
   ~futex_mutex() { __tsan_mutex_destroy(this, 0); }
 #else
@@ -93,7 +88,7 @@ class futex_mutex {
   void wake_one() noexcept { word_.notify_one(); }
 #endif
 
-#if defined(TOCK_TSAN_MUTEX)
+#if TOCK_TSAN
   static constexpr unsigned try_flag = __tsan_mutex_try_lock;
   static constexpr unsigned try_failed_flag = __tsan_mutex_try_lock_failed;
   void annotate_pre_lock(unsigned flags) noexcept { __tsan_mutex_pre_lock(this, flags); }

@@ -2,21 +2,16 @@
 #ifndef TOCK_DETAIL_OP_MEMORY_HPP
 #define TOCK_DETAIL_OP_MEMORY_HPP
 
+#include <tock/detail/sanitizers.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <new>
 
 // Under AddressSanitizer the cache is off, so that a use of a freed operation is reported rather than
 // hidden by a recycled block.
-#if defined(__SANITIZE_ADDRESS__)
-#define TOCK_OP_MEMORY_CACHE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TOCK_OP_MEMORY_CACHE 0
-#endif
-#endif
 #ifndef TOCK_OP_MEMORY_CACHE
-#define TOCK_OP_MEMORY_CACHE 1
+#define TOCK_OP_MEMORY_CACHE (!TOCK_ASAN)
 #endif
 
 namespace tock::detail {
