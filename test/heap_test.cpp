@@ -1,5 +1,6 @@
 // deadline_heap against a reference model: random push / remove / rekey / pop / relocate sequences.
 #include <tock/detail/deadline_heap.hpp>
+#include <tock/detail/sanitizers.hpp>  // TOCK_ASAN, TOCK_TSAN: smaller runs under a sanitizer
 
 #include <boost/test/unit_test.hpp>
 

@@ -2,6 +2,7 @@
 // plain threads create, reset, cancel, move and destroy timers and start sleeps. Meant to pass under TSan.
 #include "test_asio.hpp"
 
+#include <tock/detail/sanitizers.hpp>  // TOCK_ASAN, TOCK_TSAN: smaller runs under a sanitizer
 #include <tock/tock.hpp>
 
 #include <boost/test/unit_test.hpp>

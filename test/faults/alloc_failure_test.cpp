@@ -61,6 +61,7 @@
 #define BOOST_TEST_MODULE tock_fault_tests
 #include "../test_asio.hpp"
 
+#include <tock/detail/sanitizers.hpp>  // TOCK_ASAN, TOCK_TSAN: smaller runs under a sanitizer
 #include <tock/tock.hpp>
 
 #include <boost/test/unit_test.hpp>
