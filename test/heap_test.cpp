@@ -50,6 +50,8 @@ class harness {
     heap_node node;
     std::uint64_t seq = 0;       // the full (unwrapped) sequence number of node.seq
     std::size_t live_index = 0;  // where it sits in live_
+    bool tracked = true;         // untracked: leaves only through pop(), and its key is kept here
+    Key key{};
   };
 
   explicit harness(std::uint64_t first_seq) : next_seq_(first_seq) {}
@@ -62,14 +64,17 @@ class harness {
   std::size_t size() const { return live_.size(); }
   const deadline_heap<Key, Arity>& heap() const { return heap_; }
 
-  item& push(const Key& key) {
+  item& push(const Key& key, bool tracked = true) {
     auto owned = std::make_unique<item>();
     item& it = *owned;
     it.seq = next_seq_++;
     it.node.seq = seq_bits(it.seq);
     it.live_index = live_.size();
+    it.tracked = tracked;
+    it.key = key;
     live_.push_back(std::move(owned));
-    heap_.push(it.node, key);
+    heap_.push(it.node, key, tracked);
+    BOOST_REQUIRE_EQUAL(it.node.position == heap_node::untracked, !tracked);
     BOOST_REQUIRE(model_.emplace(key, it.seq).second);
     by_seq_[it.seq] = &it;
     return it;
@@ -79,8 +84,16 @@ class harness {
     return *live_[std::uniform_int_distribution<std::size_t>(0, live_.size() - 1)(rng)];
   }
 
+  // A tracked node (one that remove, rekey and relocate may take), or null if a few draws found none.
+  item* any_tracked(std::mt19937_64& rng) {
+    for (int i = 0; i < 8 && !live_.empty(); ++i)
+      if (item& it = any(rng); it.tracked) return &it;
+    return nullptr;
+  }
+
   void remove(item& it) {
     const Key key = heap_.key_of(it.node);
+    BOOST_REQUIRE(key == it.key);
     BOOST_REQUIRE_EQUAL(model_.erase({key, it.seq}), 1u);
     by_seq_.erase(it.seq);
     heap_.remove(it.node);
@@ -99,20 +112,32 @@ class harness {
       it.node.seq = seq_bits(it.seq);
     }
     heap_.rekey(it.node, key);
+    it.key = key;
     BOOST_REQUIRE(model_.emplace(key, it.seq).second);
     by_seq_[it.seq] = &it;
   }
 
-  // Pops the top, checks that it is the model's first, and returns its (key, seq).
-  std::pair<Key, std::uint64_t> pop() {
+  // Pops the top (with pop(), or remove() if `by_remove` and it is tracked), checks that it is the model's
+  // first, and returns its (key, seq).
+  std::pair<Key, std::uint64_t> pop(bool by_remove = false) {
     BOOST_REQUIRE(!heap_.empty());
     BOOST_REQUIRE(!model_.empty());
     const auto expected = *model_.begin();
     const auto& top = heap_.top();
-    item& it = *reinterpret_cast<item*>(top.node);  // node is the first member of item
+    item& it = *reinterpret_cast<item*>(top.node());  // node is the first member of item
     BOOST_REQUIRE(top.key == expected.first);
+    BOOST_REQUIRE(it.key == expected.first);
     BOOST_REQUIRE_EQUAL(it.seq, expected.second);
-    remove(it);
+    BOOST_REQUIRE_EQUAL(top.tracked(), it.tracked);
+    if (by_remove && it.tracked) {
+      remove(it);
+      return expected;
+    }
+    model_.erase(model_.begin());
+    by_seq_.erase(it.seq);
+    heap_.pop();
+    BOOST_REQUIRE_EQUAL(it.node.position, heap_node::nowhere);
+    forget(it);
     return expected;
   }
 
@@ -121,6 +146,7 @@ class harness {
     auto owned = std::make_unique<item>();
     item& to = *owned;
     to.seq = it.seq;
+    to.key = it.key;
     to.node.seq = it.node.seq;
     to.node.is_timer = it.node.is_timer;
     to.node.position = it.node.position;
@@ -139,16 +165,22 @@ class harness {
     if (!model_.empty()) {
       const auto& top = heap_.top();
       BOOST_REQUIRE(top.key == model_.begin()->first);
-      BOOST_REQUIRE_EQUAL(reinterpret_cast<item*>(top.node)->seq, model_.begin()->second);
+      BOOST_REQUIRE_EQUAL(reinterpret_cast<item*>(top.node())->seq, model_.begin()->second);
     }
   }
 
   void check_every_key() {
     for (const auto& [key, seq] : model_) {
       const item* it = by_seq_.at(seq);
+      BOOST_REQUIRE(it->key == key);
+      if (!it->tracked) {
+        BOOST_REQUIRE_EQUAL(it->node.position, heap_node::untracked);
+        BOOST_REQUIRE(!it->node.in_heap() && !it->node.parked());
+        continue;
+      }
       BOOST_REQUIRE(it->node.in_heap());
       BOOST_REQUIRE(heap_.key_of(it->node) == key);
-      BOOST_REQUIRE(heap_.at(it->node.position).node == &it->node);
+      BOOST_REQUIRE(heap_.at(it->node.position).node() == &it->node);
     }
   }
 
@@ -172,37 +204,38 @@ class harness {
 // Random operations, biased to keep a few hundred nodes, then pops everything; checks the heap against the
 // model after every step and that the pops come out sorted by (key, seq).
 template <typename Keys, std::size_t Arity>
-void run_random_model(std::uint64_t seed, std::uint64_t first_seq) {
+void run_random_model(std::uint64_t seed, std::uint64_t first_seq, int untracked_percent = 0) {
   using key_type = typename Keys::key_type;
   std::mt19937_64 rng(seed);
   Keys keys;
   harness<key_type, Arity> h(first_seq);
+  using item_type = typename harness<key_type, Arity>::item;
   std::uniform_int_distribution<int> pick(0, 99);
   std::size_t target = 300;
 
   for (int i = 0; i < op_count; ++i) {
     if (i % 5000 == 0) target = std::uniform_int_distribution<std::size_t>(1, 600)(rng);
     const int p = pick(rng);
+    item_type* tracked = h.size() > 0 ? h.any_tracked(rng) : nullptr;
     if (h.size() == 0 || (h.size() < target && p < 40) || p < 25) {
-      h.push(keys(rng));
+      h.push(keys(rng), pick(rng) >= untracked_percent);
+    } else if (!tracked || p >= 75) {
+      if (p < 90 || !tracked)
+        h.pop(pick(rng) < 50);
+      else
+        h.relocate(*tracked);
     } else if (p < 45) {
-      h.remove(h.any(rng));
+      h.remove(*tracked);
     } else if (p < 60) {  // rekey earlier
-      auto& it = h.any(rng);
-      const key_type old_key = h.heap().key_of(it.node);
+      const key_type old_key = h.heap().key_of(tracked->node);
       key_type k = keys(rng);
       if (old_key < k) k = old_key;
-      h.rekey(it, k, pick(rng) < 30);
-    } else if (p < 75) {  // rekey later
-      auto& it = h.any(rng);
-      const key_type old_key = h.heap().key_of(it.node);
+      h.rekey(*tracked, k, pick(rng) < 30);
+    } else {  // rekey later
+      const key_type old_key = h.heap().key_of(tracked->node);
       key_type k = keys(rng);
       if (k < old_key) k = old_key;
-      h.rekey(it, k, pick(rng) < 30);
-    } else if (p < 90) {
-      h.pop();
-    } else {
-      h.relocate(h.any(rng));
+      h.rekey(*tracked, k, pick(rng) < 30);
     }
     h.check();
     if (i % 1000 == 0) h.check_every_key();
@@ -310,11 +343,11 @@ BOOST_AUTO_TEST_CASE(nodes_far_apart_in_seq_still_order_by_key) {
   heap.push(b, 2);
   heap.push(a, 3);
   BOOST_REQUIRE(heap.valid());
-  BOOST_TEST(heap.top().node == &c);
+  BOOST_TEST(heap.top().node() == &c);
   heap.remove(c);
-  BOOST_TEST(heap.top().node == &b);
+  BOOST_TEST(heap.top().node() == &b);
   heap.remove(b);
-  BOOST_TEST(heap.top().node == &a);
+  BOOST_TEST(heap.top().node() == &a);
   heap.remove(a);
   BOOST_TEST(heap.empty());
 }
@@ -349,13 +382,13 @@ BOOST_AUTO_TEST_CASE(remove_of_the_last_entry_and_of_the_top_keep_the_heap_valid
   }
   BOOST_REQUIRE(heap.valid());
   // The last entry in the array.
-  heap_node* last = heap.at(heap.size() - 1).node;
+  heap_node* last = heap.at(heap.size() - 1).node();
   heap.remove(*last);
   BOOST_TEST(!last->in_heap());
   BOOST_REQUIRE(heap.valid());
   std::int64_t previous = 0;
   while (!heap.empty()) {
-    heap_node* top = heap.top().node;
+    heap_node* top = heap.top().node();
     BOOST_REQUIRE(heap.top().key >= previous);
     previous = heap.top().key;
     heap.remove(*top);
@@ -373,14 +406,14 @@ BOOST_AUTO_TEST_CASE(valid_detects_a_broken_heap) {
     heap.push(nodes[i], static_cast<std::int64_t>(i));
   }
   BOOST_REQUIRE(heap.valid());
-  heap_node* last = heap.at(heap.size() - 1).node;
+  heap_node* last = heap.at(heap.size() - 1).node();
   const std::uint32_t saved = last->position;
   last->position = 0;
   BOOST_TEST(!heap.valid());
   last->position = saved;
   BOOST_REQUIRE(heap.valid());
   // A child keyed earlier than its parent, written behind the heap's back.
-  heap_node& child = *heap.at(1).node;
+  heap_node& child = *heap.at(1).node();
   const_cast<std::int64_t&>(heap.key_of(child)) = -1;
   BOOST_TEST(!heap.valid());
   heap.rekey(child, 100);  // a proper re-key repairs it
@@ -420,6 +453,74 @@ BOOST_AUTO_TEST_CASE(node_positions_say_whether_it_is_in_the_heap_or_parked) {
   n.position = heap_node::parked_flag | 5u;
   BOOST_TEST(!n.in_heap());
   BOOST_TEST(n.parked());
+}
+
+BOOST_AUTO_TEST_CASE(an_untracked_node_is_neither_in_the_heap_by_position_nor_parked) {
+  // Its position says only that the heap holds it somewhere: a sleep's unschedule() must never find it.
+  heap_node n;
+  deadline_heap<std::int64_t> heap;
+  heap.push(n, 1, false);
+  BOOST_TEST(n.position == heap_node::untracked);
+  BOOST_TEST(!n.in_heap());
+  BOOST_TEST(!n.parked());
+  BOOST_TEST(!heap.top().tracked());
+  BOOST_TEST(heap.top().node() == &n);
+  heap.pop();
+  BOOST_TEST(n.position == heap_node::nowhere);
+  BOOST_TEST(heap.empty());
+}
+
+BOOST_AUTO_TEST_CASE(random_operations_agree_with_the_model_with_untracked_nodes) {
+  // Untracked nodes leave only through pop(); the tracked ones around them are removed, re-keyed and moved.
+  run_random_model<int_keys, 4>(8, 0, 40);
+  run_random_model<time_point_keys, 4>(9, 0, 70);
+  run_random_model<int_keys, 2>(10, 0, 50);
+  run_random_model<int_keys, 4>(12, (std::uint64_t{1} << 31) - 10000, 50);
+}
+
+BOOST_AUTO_TEST_CASE(sifts_never_write_an_untracked_nodes_position) {
+  // The point of untracked nodes: the heap leaves their memory alone until pop() or drain().
+  deadline_heap<std::int64_t> heap;
+  std::vector<heap_node> tracked(200), untracked(200);
+  for (std::size_t i = 0; i < untracked.size(); ++i) {
+    untracked[i].seq = static_cast<std::uint32_t>(2 * i);
+    heap.push(untracked[i], static_cast<std::int64_t>((i * 37) % 101), false);
+    tracked[i].seq = static_cast<std::uint32_t>(2 * i + 1);
+    heap.push(tracked[i], static_cast<std::int64_t>((i * 53) % 103));
+  }
+  for (std::size_t i = 0; i < tracked.size(); i += 2) heap.remove(tracked[i]);
+  for (std::size_t i = 1; i < tracked.size(); i += 2) heap.rekey(tracked[i], static_cast<std::int64_t>(i % 13));
+  BOOST_REQUIRE(heap.valid());
+  for (const heap_node& n : untracked) BOOST_REQUIRE_EQUAL(n.position, heap_node::untracked);
+  // valid() sees an untracked node given a position behind the heap's back.
+  untracked[7].position = 0;
+  BOOST_TEST(!heap.valid());
+  untracked[7].position = heap_node::untracked;
+  BOOST_REQUIRE(heap.valid());
+  std::size_t popped = 0;
+  std::int64_t previous = 0;
+  while (!heap.empty()) {
+    BOOST_REQUIRE(heap.top().key >= previous);
+    previous = heap.top().key;
+    heap_node* top = heap.top().node();
+    heap.pop();
+    BOOST_REQUIRE_EQUAL(top->position, heap_node::nowhere);
+    BOOST_REQUIRE(heap.valid());
+    ++popped;
+  }
+  BOOST_TEST(popped == untracked.size() + tracked.size() / 2);
+}
+
+BOOST_AUTO_TEST_CASE(drain_resets_untracked_nodes_too) {
+  deadline_heap<std::int64_t> heap;
+  std::vector<heap_node> nodes(50);
+  for (std::size_t i = 0; i < nodes.size(); ++i) heap.push(nodes[i], static_cast<std::int64_t>(i % 5), i % 2 == 0);
+  std::size_t seen = 0;
+  heap.drain([&](heap_node& n) {
+    BOOST_REQUIRE_EQUAL(n.position, heap_node::nowhere);
+    ++seen;
+  });
+  BOOST_TEST(seen == nodes.size());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

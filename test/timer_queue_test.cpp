@@ -33,9 +33,9 @@ void link(queue& q, timer& t, test_wait& w) {
   q.reserve_wait(t);
   q.link_wait(t, w);
 }
-void push(queue& q, test_sleep& s, time_point at) {
+void push(queue& q, test_sleep& s, time_point at, bool cancellable = true) {
   q.reserve_at(at);
-  q.push_sleep(s, at, at);
+  q.push_sleep(s, at, at, queue::lanes_type::none, cancellable);
 }
 
 // What pop_due(now) yields, in order, until nothing is due.
@@ -66,6 +66,40 @@ BOOST_AUTO_TEST_CASE(pop_due_yields_timers_and_sleeps_in_deadline_then_start_ord
   BOOST_TEST(pop_all(q, t0 + 500ms).empty());
   const std::vector<const void*> expected{&b1, &s2, &a1, &s1, &a2};
   BOOST_TEST(pop_all(q, t0 + 2s) == expected, boost::test_tools::per_element());
+  BOOST_TEST(q.pending() == 0u);
+  BOOST_TEST(q.valid());
+}
+
+BOOST_AUTO_TEST_CASE(sleeps_pushed_not_cancellable_pop_in_order_among_the_others) {
+  // Their positions are not tracked (deadline_heap.hpp): they leave only from the top, as they fire, while
+  // cancellable sleeps and timers around them are taken out and moved.
+  queue q;
+  timer a;
+  a.set_expiry(t0 + 3s);
+  test_wait a1;
+  std::vector<test_sleep> fixed(40), cancellable(40);
+  for (std::size_t i = 0; i < fixed.size(); ++i) {
+    push(q, fixed[i], t0 + std::chrono::milliseconds(100 * ((i * 7) % 40)), false);
+    push(q, cancellable[i], t0 + std::chrono::milliseconds(100 * ((i * 11) % 40) + 50));
+  }
+  link(q, a, a1);
+  BOOST_TEST(fixed[3].node.position == tock::detail::heap_node::untracked);
+  for (std::size_t i = 0; i < cancellable.size(); i += 2) BOOST_TEST(q.unschedule(cancellable[i]));
+  q.reserve_move(a, t0 + 1s);
+  q.move_expiry(a, t0 + 1s);
+  BOOST_TEST(q.valid());
+  BOOST_TEST(q.pending() == 61u);
+  std::vector<const void*> expected;
+  for (int step = 0; step < 80; ++step) {  // 50 ms apart: fixed at even steps, cancellable at odd ones
+    const int ms = 50 * step;
+    for (std::size_t i = 0; i < fixed.size(); ++i)
+      if (step % 2 == 0 && static_cast<int>(100 * ((i * 7) % 40)) == ms) expected.push_back(&fixed[i]);
+    if (ms == 1000) expected.push_back(&a1);  // after the sleep due at the same time: started before the wait
+    for (std::size_t i = 1; i < cancellable.size(); i += 2)
+      if (static_cast<int>(100 * ((i * 11) % 40) + 50) == ms) expected.push_back(&cancellable[i]);
+  }
+  BOOST_TEST(pop_all(q, t0 + 4s) == expected, boost::test_tools::per_element());
+  for (const test_sleep& s : fixed) BOOST_TEST(s.node.position == tock::detail::heap_node::nowhere);
   BOOST_TEST(q.pending() == 0u);
   BOOST_TEST(q.valid());
 }

@@ -334,8 +334,8 @@ class basic_timer_service : public asio::execution_context::service {
     using base = std::conditional_t<std::is_base_of_v<wait_op, Op>, wait_op, sleep_entry>;
     detail::unstarted_op<base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected())
-      slot.template emplace<detail::slot_cancellation<basic_timer_service, base>>(this, core_.get(), op);
+    const bool cancellable = slot.is_connected();
+    if (cancellable) slot.template emplace<detail::slot_cancellation<basic_timer_service, base>>(this, core_.get(), op);
 
     std::unique_lock<detail::futex_mutex> lock(core_->mutex());
     if (shut_down_) return;  // Asio's rule after shutdown: the handler is destroyed (unlocked), never invoked
@@ -347,7 +347,7 @@ class basic_timer_service : public asio::execution_context::service {
       if (post) core_->post_drain();
       return;
     }
-    place_locked(where, static_cast<base&>(*op));
+    place_locked(where, static_cast<base&>(*op), cancellable);
     guard.op = nullptr;
   }
 
@@ -355,20 +355,20 @@ class basic_timer_service : public asio::execution_context::service {
   bool past_capacity_locked(const sleep_time& t) const noexcept { return queue_.sleep_past_capacity(t.at); }
 
   // Places a wait or an entry: the memory first, then the driver (see timer_driver.hpp), then the queue.
-  // Throws only before anything changed.
-  void place_locked(implementation_type& impl, wait_op& op) {
+  // Throws only before anything changed. A sleep without a slot cannot be cancelled: nothing unschedules it.
+  void place_locked(implementation_type& impl, wait_op& op, bool /*cancellable*/ = true) {
     queue_.reserve_wait(impl);
     if (impl.expiry() == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(queue_.wait_key(impl));
     queue_.link_wait(impl, op);
     core_->count_started_locked(queue_.pending());
   }
-  void place_locked(const sleep_time& t, sleep_entry& op) {
+  void place_locked(const sleep_time& t, sleep_entry& op, bool cancellable = true) {
     const time_point latest = detail::latest_time(t.at, t.slack);
     const std::int32_t lane = queue_.reserve_sleep(t.at, latest, t.span, t.slack);
     if (t.at == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(latest);
-    queue_.push_sleep(op, t.at, latest, lane);
+    queue_.push_sleep(op, t.at, latest, lane, cancellable);
     core_->count_started_locked(queue_.pending());
   }
 

@@ -11,9 +11,12 @@ namespace tock::detail {
 // Anything the heap can hold. The node records where it sits so that removal and re-keying are O(log N)
 // without a search. The key itself lives in the heap array, next to the node pointer, so that sifting
 // compares keys without touching the nodes (scattered memory) except to write back their positions.
+// A node that only ever leaves from the top (a sleep nothing can cancel) is pushed *untracked*: the heap
+// never writes its position, which saves a write to cold memory per level that the sift moves it.
 struct heap_node {
   // Positions at or above parked_flag are not heap positions: see basic_timer_service's parked list.
   static constexpr std::uint32_t parked_flag = 0x8000'0000u;
+  static constexpr std::uint32_t untracked = 0xFFFF'FFFEu;  // in the heap, where is not recorded
   static constexpr std::uint32_t nowhere = 0xFFFF'FFFFu;
   static constexpr std::uint32_t max_position = parked_flag - 1;
 
@@ -22,7 +25,7 @@ struct heap_node {
   std::uint32_t is_timer : 1 = 0;    // a timer_node (holds a ring of waits) rather than a sleep operation
 
   bool in_heap() const noexcept { return position < parked_flag; }
-  bool parked() const noexcept { return position != nowhere && position >= parked_flag; }
+  bool parked() const noexcept { return position >= parked_flag && position < untracked; }
 };
 
 // Nodes that are in no heap and never fire (a wait at time_point::max()), in a side array, each knowing its
@@ -66,8 +69,8 @@ class parked_nodes {
   std::vector<heap_node*> nodes_;
 };
 
-// Invariant: for every i > 0, !before(entries_[i], entries_[parent(i)]), and
-// entries_[i].node->position == i. Nothing else is promised about sibling order.
+// Invariant: for every i > 0, !before(entries_[i], entries_[parent(i)]), and entries_[i].node()->position == i
+// (heap_node::untracked for an untracked node). Nothing else is promised about sibling order.
 template <typename Key, std::size_t Arity = 4>
 class deadline_heap {
   static_assert(Arity >= 2);
@@ -75,8 +78,11 @@ class deadline_heap {
  public:
   struct entry {
     Key key;
-    heap_node* node;
+    std::uintptr_t link;  // the node's address, with untracked_bit set if the heap does not track its position
+    heap_node* node() const noexcept { return reinterpret_cast<heap_node*>(link & ~untracked_bit); }
+    bool tracked() const noexcept { return (link & untracked_bit) == 0; }
   };
+  static constexpr std::uintptr_t untracked_bit = 1;  // free: nodes are aligned
 
   bool empty() const noexcept { return entries_.empty(); }
   std::size_t size() const noexcept { return entries_.size(); }
@@ -99,29 +105,25 @@ class deadline_heap {
   }
 
   // O(log N). The caller checks size() < heap_node::max_position first, and calls reserve_one() if it
-  // needs the push not to throw.
-  void push(heap_node& n, const Key& key) {
-    entries_.push_back(entry{key, &n});
-    n.position = static_cast<std::uint32_t>(entries_.size() - 1);
+  // needs the push not to throw. An untracked node (`tracked` false) can then only leave through pop().
+  void push(heap_node& n, const Key& key, bool tracked = true) {
+    static_assert(alignof(heap_node) > untracked_bit);
+    entries_.push_back(entry{key, reinterpret_cast<std::uintptr_t>(&n) | (tracked ? 0 : untracked_bit)});
+    n.position = tracked ? static_cast<std::uint32_t>(entries_.size() - 1) : heap_node::untracked;
     sift_up(entries_.size() - 1);
   }
 
-  // O(log N): removes a node that is in the heap.
+  // O(log N): removes a tracked node that is in the heap.
   void remove(heap_node& n) noexcept {
     const std::size_t i = n.position;
     n.position = heap_node::nowhere;
-    const std::size_t last = entries_.size() - 1;
-    if (i != last) {
-      entries_[i] = entries_[last];
-      entries_[i].node->position = static_cast<std::uint32_t>(i);
-      entries_.pop_back();
-      if (i > 0 && before(entries_[i], entries_[parent(i)]))
-        sift_up(i);
-      else
-        sift_down(i);
-    } else {
-      entries_.pop_back();
-    }
+    remove_at(i);
+  }
+
+  // O(log N): removes the top, tracked or not. Requires !empty().
+  void pop() noexcept {
+    top().node()->position = heap_node::nowhere;
+    remove_at(0);
   }
 
   // O(log N): gives a node in the heap a new key (or a new seq), earlier or later.
@@ -138,13 +140,15 @@ class deadline_heap {
   void replace(heap_node& out, heap_node& in, const Key& key) noexcept {
     const std::uint32_t i = out.position;
     out.position = heap_node::nowhere;
-    entries_[i].node = &in;
+    entries_[i].link = reinterpret_cast<std::uintptr_t>(&in);
     in.position = i;
     rekey(in, key);
   }
 
   // O(1): the node object moved to new memory (a timer was moved).
-  void relocate(heap_node& from, heap_node& to) noexcept { entries_[from.position].node = &to; }
+  void relocate(heap_node& from, heap_node& to) noexcept {
+    entries_[from.position].link = reinterpret_cast<std::uintptr_t>(&to);
+  }
 
   // O(N): every entry, for shutdown. Leaves the heap empty.
   template <typename F>
@@ -152,15 +156,16 @@ class deadline_heap {
     std::vector<entry> all;
     all.swap(entries_);
     for (entry& e : all) {
-      e.node->position = heap_node::nowhere;
-      f(*e.node);
+      e.node()->position = heap_node::nowhere;
+      f(*e.node());
     }
   }
 
   // O(N): checks the invariant; for tests.
   bool valid() const noexcept {
     for (std::size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].node->position != i) return false;
+      const heap_node& n = *entries_[i].node();
+      if (n.position != (entries_[i].tracked() ? i : heap_node::untracked)) return false;
       if (i > 0 && before(entries_[i], entries_[parent(i)])) return false;
     }
     return true;
@@ -173,13 +178,28 @@ class deadline_heap {
     if (a.key < b.key) return true;
     if (b.key < a.key) return false;
     // Equal keys: the one scheduled first wins, comparing 31-bit sequence numbers modulo 2^31.
-    const std::uint32_t diff = (a.node->seq - b.node->seq) & 0x7FFF'FFFFu;
+    const std::uint32_t diff = (a.node()->seq - b.node()->seq) & 0x7FFF'FFFFu;
     return diff >= 0x4000'0000u;
   }
 
   void place(std::size_t i, const entry& e) noexcept {
     entries_[i] = e;
-    e.node->position = static_cast<std::uint32_t>(i);
+    if (e.tracked()) reinterpret_cast<heap_node*>(e.link)->position = static_cast<std::uint32_t>(i);  // no tag
+  }
+
+  void remove_at(std::size_t i) noexcept {
+    const std::size_t last = entries_.size() - 1;
+    if (i != last) {
+      const entry moved = entries_[last];
+      entries_.pop_back();
+      place(i, moved);
+      if (i > 0 && before(entries_[i], entries_[parent(i)]))
+        sift_up(i);
+      else
+        sift_down(i);
+    } else {
+      entries_.pop_back();
+    }
   }
 
   void sift_up(std::size_t i) noexcept {

@@ -9,6 +9,7 @@
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/wait_op.hpp>
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -120,9 +121,10 @@ class timer_queue {
   }
 
   // Places a sleep due at `at` that may complete as late as `latest` (latest_time(at, its slack)), its key, in
-  // the lane reserve_sleep() chose.
-  void push_sleep(sleep_entry& op, const TimePoint& at, const TimePoint& latest,
-                  std::int32_t lane = lanes_type::none) noexcept {
+  // the lane reserve_sleep() chose. One that is not `cancellable` (nothing will unschedule() it) goes in the
+  // heap untracked (deadline_heap.hpp), unless it joins a lane.
+  void push_sleep(sleep_entry& op, const TimePoint& at, const TimePoint& latest, std::int32_t lane = lanes_type::none,
+                  bool cancellable = true) noexcept {
     if (at == TimePoint::max()) {
       parked_.push(op.node);
       ++parked_waits_;
@@ -132,17 +134,18 @@ class timer_queue {
     ++heap_waits_;
     if (lane != lanes_type::none) return lanes_.push(lane, op, latest, heap_);
     op.slack = static_cast<std::int64_t>((latest - at).count());  // its deadline is exactly key - slack
-    heap_.push(op.node, latest);
+    heap_.push(op.node, latest, cancellable);
   }
 
   // Takes a sleep out; false if it is in neither the heap, a lane nor the parked list (it fired, or never
-  // started). O(log N), O(1) for a sleep behind its lane's head.
+  // started). O(log N), O(1) for a sleep behind its lane's head. Requires a sleep pushed cancellable.
   bool unschedule(sleep_entry& op) noexcept {
+    assert(op.node.position != heap_node::untracked);
     if (op.node.parked()) {
       parked_.remove(op.node);
       --parked_waits_;
-    } else if (op.node.position != heap_node::nowhere) {
-      remove_sleep(op);
+    } else if (op.node.in_heap()) {
+      lanes_type::in_lane(op) ? lanes_.remove(op, heap_) : heap_.remove(op.node);
       --heap_waits_;
     } else {
       return false;
@@ -273,7 +276,7 @@ class timer_queue {
   [[gnu::always_inline]] bool settle(const TimePoint& now) noexcept {
     while (!heap_.empty()) {
       const auto& top = heap_.top();
-      heap_node& n = *top.node;
+      heap_node& n = *top.node();
       const TimePoint key = top.key;
       if (!n.is_timer) return !(now < sleep_deadline(*sleep_entry::from_node(&n), key));
       timer& t = *timer::from_node(&n);
@@ -300,11 +303,14 @@ class timer_queue {
   due pop_due(const TimePoint& now) noexcept {
     if (!settle(now)) return {};
     const auto& top = heap_.top();
-    heap_node& n = *top.node;
+    heap_node& n = *top.node();
     if (!n.is_timer) {
       sleep_entry* op = sleep_entry::from_node(&n);
       const TimePoint at = sleep_deadline(*op, top.key);
-      remove_sleep(*op);
+      if (lanes_type::in_lane(*op))
+        lanes_.remove(*op, heap_);
+      else
+        heap_.pop();  // tracked or not
       --heap_waits_;
       return {op, nullptr, at};
     }
@@ -370,7 +376,7 @@ class timer_queue {
     if (!heap_.valid()) return false;
     std::size_t in_heap = 0, lingering = 0, parked = 0;
     for (std::size_t i = 0; i < heap_.size(); ++i) {
-      const heap_node* n = heap_.at(i).node;
+      const heap_node* n = heap_.at(i).node();
       const timer* t = n->is_timer ? timer::from_node(const_cast<heap_node*>(n)) : nullptr;
       // A timer with waits is keyed no later than its latest time; one without may linger with any key.
       if (t && t->ring.waiting > 0 && (heap_.at(i).key > t->latest() || t->expiry() == TimePoint::max())) return false;
@@ -427,10 +433,6 @@ class timer_queue {
   TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) const noexcept {
     if (lanes_type::in_lane(op)) return lanes_.deadline(op, key);
     return key - duration(static_cast<typename duration::rep>(op.slack));
-  }
-
-  void remove_sleep(sleep_entry& op) noexcept {
-    lanes_type::in_lane(op) ? lanes_.remove(op, heap_) : heap_.remove(op.node);
   }
 
   deadline_heap<TimePoint> heap_;
