@@ -515,12 +515,17 @@ BOOST_AUTO_TEST_CASE(drain_resets_untracked_nodes_too) {
   deadline_heap<std::int64_t> heap;
   std::vector<heap_node> nodes(50);
   for (std::size_t i = 0; i < nodes.size(); ++i) heap.push(nodes[i], static_cast<std::int64_t>(i % 5), i % 2 == 0);
-  std::size_t seen = 0;
+  std::multiset<heap_node*> seen;
   heap.drain([&](heap_node& n) {
     BOOST_REQUIRE_EQUAL(n.position, heap_node::nowhere);
-    ++seen;
+    seen.insert(&n);
   });
-  BOOST_TEST(seen == nodes.size());
+  BOOST_REQUIRE_EQUAL(seen.size(), nodes.size());
+  for (heap_node& n : nodes) {
+    BOOST_TEST(seen.count(&n) == 1u);  // the untracked ones by their own address, not a tagged one
+    BOOST_TEST(n.position == heap_node::nowhere);
+  }
+  BOOST_TEST(heap.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

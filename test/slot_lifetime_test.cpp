@@ -19,6 +19,7 @@
 #include <new>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 namespace {
 
@@ -61,9 +62,68 @@ struct user_handler {
   void operator()(asio::cancellation_type) { ++*calls; }
 };
 
+
+// An allocator that tells where the last sleep operation it allocated starts as a detail::sleep_entry, once
+// the operation is built: a white-box view of how the service placed it.
+struct sleep_spy {
+  void* memory = nullptr;
+  tock::detail::sleep_entry* (*as_entry)(void*) = nullptr;
+  tock::detail::sleep_entry& entry() const { return *as_entry(memory); }
+};
+
+template <typename T>
+class spying_allocator {
+ public:
+  using value_type = T;
+  explicit spying_allocator(sleep_spy& spy) noexcept : spy_(&spy) {}
+  template <typename U>
+  spying_allocator(const spying_allocator<U>& other) noexcept : spy_(other.spy()) {}
+  T* allocate(std::size_t n) {
+    T* p = std::allocator<T>().allocate(n);
+    if constexpr (std::is_base_of_v<tock::detail::sleep_entry, T>) {
+      spy_->memory = p;
+      spy_->as_entry = [](void* m) -> tock::detail::sleep_entry* { return static_cast<T*>(m); };
+    }
+    return p;
+  }
+  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
+  sleep_spy* spy() const noexcept { return spy_; }
+  template <typename U>
+  bool operator==(const spying_allocator<U>& other) const noexcept {
+    return spy_ == other.spy();
+  }
+
+ private:
+  sleep_spy* spy_;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(slot_lifetime_test)
+
+BOOST_AUTO_TEST_CASE(a_sleep_without_a_slot_is_untracked_in_the_heap_and_one_with_a_slot_is_tracked) {
+  // Nothing can take a sleep without a slot out early, so the heap keeps no position for it
+  // (detail/deadline_heap.hpp); one with a slot must be found again when its signal is emitted.
+  asio::io_context ctx;
+  sleep_spy spy;
+  const spying_allocator<void> alloc(spy);
+  std::vector<error_code> results;
+  auto handler = [&](const error_code& ec) { results.push_back(ec); };
+  const auto later = tock::timer::clock_type::now() + 1h;
+  tock::async_sleep_until(ctx, later - 1min, asio::bind_allocator(alloc, handler));  // fills the heap's top
+  tock::async_sleep_until(ctx, later, asio::bind_allocator(alloc, handler));
+  BOOST_REQUIRE(spy.memory != nullptr);
+  BOOST_TEST(spy.entry().node.position == tock::detail::heap_node::untracked);
+  asio::cancellation_signal sig;
+  spy.memory = nullptr;
+  tock::async_sleep_until(ctx, later, asio::bind_cancellation_slot(sig.slot(), asio::bind_allocator(alloc, handler)));
+  BOOST_REQUIRE(spy.memory != nullptr);
+  BOOST_TEST(spy.entry().node.in_heap());
+  sig.emit(asio::cancellation_type::terminal);
+  ctx.poll();
+  BOOST_REQUIRE_EQUAL(results.size(), 1u);
+  BOOST_TEST(results[0] == asio::error::operation_aborted);
+}
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(a_wait_whose_signal_died_is_cancelled, Timer, timer_types) {
   mortal_signal sig;
