@@ -63,40 +63,6 @@ struct user_handler {
 };
 
 
-// An allocator that tells where the last sleep operation it allocated starts as a detail::sleep_entry, once
-// the operation is built: a white-box view of how the service placed it.
-struct sleep_spy {
-  void* memory = nullptr;
-  tock::detail::sleep_entry* (*as_entry)(void*) = nullptr;
-  tock::detail::sleep_entry& entry() const { return *as_entry(memory); }
-};
-
-template <typename T>
-class spying_allocator {
- public:
-  using value_type = T;
-  explicit spying_allocator(sleep_spy& spy) noexcept : spy_(&spy) {}
-  template <typename U>
-  spying_allocator(const spying_allocator<U>& other) noexcept : spy_(other.spy()) {}
-  T* allocate(std::size_t n) {
-    T* p = std::allocator<T>().allocate(n);
-    if constexpr (std::is_base_of_v<tock::detail::sleep_entry, T>) {
-      spy_->memory = p;
-      spy_->as_entry = [](void* m) -> tock::detail::sleep_entry* { return static_cast<T*>(m); };
-    }
-    return p;
-  }
-  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>().deallocate(p, n); }
-  sleep_spy* spy() const noexcept { return spy_; }
-  template <typename U>
-  bool operator==(const spying_allocator<U>& other) const noexcept {
-    return spy_ == other.spy();
-  }
-
- private:
-  sleep_spy* spy_;
-};
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(slot_lifetime_test)
@@ -105,20 +71,20 @@ BOOST_AUTO_TEST_CASE(a_sleep_without_a_slot_is_untracked_in_the_heap_and_one_wit
   // Nothing can take a sleep without a slot out early, so the heap keeps no position for it
   // (detail/deadline_heap.hpp); one with a slot must be found again when its signal is emitted.
   asio::io_context ctx;
-  sleep_spy spy;
-  const spying_allocator<void> alloc(spy);
+  tock_test::allocation_counts spy;
+  const tock_test::counting_allocator<void> alloc(spy);
   std::vector<error_code> results;
   auto handler = [&](const error_code& ec) { results.push_back(ec); };
   const auto later = tock::timer::clock_type::now() + 1h;
   tock::async_sleep_until(ctx, later - 1min, asio::bind_allocator(alloc, handler));  // fills the heap's top
   tock::async_sleep_until(ctx, later, asio::bind_allocator(alloc, handler));
-  BOOST_REQUIRE(spy.memory != nullptr);
-  BOOST_TEST(spy.entry().node.position == tock::detail::heap_node::untracked);
+  BOOST_REQUIRE(spy.last_sleep_memory.load() != nullptr);
+  BOOST_TEST(spy.last_sleep().node.position == tock::detail::heap_node::untracked);
   asio::cancellation_signal sig;
-  spy.memory = nullptr;
+  spy.last_sleep_memory.store(nullptr);
   tock::async_sleep_until(ctx, later, asio::bind_cancellation_slot(sig.slot(), asio::bind_allocator(alloc, handler)));
-  BOOST_REQUIRE(spy.memory != nullptr);
-  BOOST_TEST(spy.entry().node.in_heap());
+  BOOST_REQUIRE(spy.last_sleep_memory.load() != nullptr);
+  BOOST_TEST(spy.last_sleep().node.in_heap());
   sig.emit(asio::cancellation_type::terminal);
   ctx.poll();
   BOOST_REQUIRE_EQUAL(results.size(), 1u);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <source_location>
+#include <type_traits>
 
 namespace tock_test {
 
@@ -97,6 +98,10 @@ struct allocation_counts {
   std::atomic<std::size_t> allocations{0};
   std::atomic<std::size_t> deallocations{0};
   std::atomic<std::ptrdiff_t> live_bytes{0};
+  // The last sleep operation allocated, once it is built: a white-box view of how the service placed it.
+  std::atomic<void*> last_sleep_memory{nullptr};
+  std::atomic<tock::detail::sleep_entry* (*)(void*)> last_sleep_as_entry{nullptr};
+  tock::detail::sleep_entry& last_sleep() const { return *last_sleep_as_entry.load()(last_sleep_memory.load()); }
 };
 
 // A std::allocator that counts what goes through it into an allocation_counts, which must outlive it.
@@ -115,6 +120,10 @@ class counting_allocator {
     T* p = std::allocator<T>().allocate(n);
     counts_->allocations.fetch_add(1);
     counts_->live_bytes.fetch_add(static_cast<std::ptrdiff_t>(n * sizeof(T)));
+    if constexpr (std::is_base_of_v<tock::detail::sleep_entry, T>) {
+      counts_->last_sleep_as_entry.store([](void* m) -> tock::detail::sleep_entry* { return static_cast<T*>(m); });
+      counts_->last_sleep_memory.store(p);
+    }
     return p;
   }
 
