@@ -126,6 +126,7 @@ class timer_driver {
       if (!next) break;
       fired = true;
       count_fired(stats, now, next.at);
+      queue_.prefetch_top();
       lock.unlock();
       if (next.sleep != nullptr)
         invoke_unlocked(*next.sleep);
