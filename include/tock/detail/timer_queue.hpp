@@ -55,9 +55,7 @@ class timer_queue {
   const TimePoint& top_key() const noexcept { return heap_.top().key; }
   // Starts loading the top's node (a sleep operation or a timer object, cold at a large N) while the caller
   // does something else: the driver, while the handler of the entry it just popped runs. O(1), no effect.
-  void prefetch_top() const noexcept {
-    if (!heap_.empty()) __builtin_prefetch(heap_.top().node());
-  }
+  void prefetch_top() const noexcept { heap_.empty() ? void() : __builtin_prefetch(heap_.top().node()); }
 
   // --- A wait on a timer: wait_past_capacity, reserve_wait, then link_wait.
 
@@ -312,10 +310,7 @@ class timer_queue {
     if (!n.is_timer) {
       sleep_entry* op = sleep_entry::from_node(&n);
       const TimePoint at = sleep_deadline(*op, top.key);
-      if (lanes_type::in_lane(*op))
-        lanes_.remove(*op, heap_);
-      else
-        heap_.pop();  // tracked or not
+      lanes_type::in_lane(*op) ? lanes_.remove(*op, heap_) : heap_.pop();  // tracked or not
       --heap_waits_;
       return {op, nullptr, at};
     }
