@@ -12,6 +12,9 @@
 // the "not cancelled -> start" check takes the same mutex, a cancel that returned before a run started means
 // that run never starts. A task has one wait or one runner at a time: two runs of one task never overlap.
 //
+// A periodic task is outstanding work of its host while scheduled, as a pending wait is: the host's run()
+// does not return between a wait that fired and the run on another executor that waits again (cancel the
+// task to let it return). Threads: see docs/design.md, "Threads".
 // The host context must outlive the runs: join a pool (or drop what was posted to the executor) before
 // destroying the host. When the host context shuts down, the pending wait is destroyed (Asio's rule): a
 // periodic task stops and releases its timer then, so its handle may outlive the context (its queries stay

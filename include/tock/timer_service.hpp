@@ -33,10 +33,10 @@ namespace tock {
 /// slots, defers aborted completions (detail/service_core.hpp) and is the API. Found with asio::use_service or
 /// basic_timer_service::of(executor); an io_context creates at most one per clock.
 ///
-/// Thread safety: every member may be called from any thread; one mutex guards the queue, the driver and
-/// every timer's waits. A wait's handler always runs through its associated executor, never under the lock.
+/// Thread safety: every member may be called from any thread (docs/design.md, "Threads"); one mutex guards the
+/// queue, the driver and every timer's waits. Handlers run through their associated executor, never locked.
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>>
-class basic_timer_service : public asio::execution_context::service {
+class basic_timer_service : public asio::execution_context::service, private detail::op_canceller {
  public:
   ///@{
   /// The clock and its types, the wait traits, and a timer's entry in the service (basic_timer's implementation).
@@ -53,9 +53,14 @@ class basic_timer_service : public asio::execution_context::service {
   /// Called by asio::use_service<basic_timer_service>(io_context&).
   explicit basic_timer_service(asio::io_context& ctx)
       : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
-        driver_(*core_, queue_) {}
+        driver_(*core_, queue_) {
+    core_->set_owner(this);
+  }
 
-  ~basic_timer_service() override { detail::service_epoch.fetch_add(1, std::memory_order_acq_rel); }
+  ~basic_timer_service() override {
+    core_->set_owner(nullptr);  // slots emitted from now on (of fired waits on other contexts) find no service
+    detail::service_epoch.fetch_add(1, std::memory_order_acq_rel);
+  }
 
   basic_timer_service(const basic_timer_service&) = delete;
   basic_timer_service& operator=(const basic_timer_service&) = delete;
@@ -291,6 +296,8 @@ class basic_timer_service : public asio::execution_context::service {
   class locked_section {
    public:
     explicit locked_section(basic_timer_service& s) : service_(s), lock_(s.core_->mutex()) {}
+    locked_section(basic_timer_service& s, std::unique_lock<detail::futex_mutex>& held) noexcept
+        : service_(s), lock_(std::move(held)) {}
     locked_section(const locked_section&) = delete;
     locked_section& operator=(const locked_section&) = delete;
     ~locked_section() {
@@ -335,7 +342,7 @@ class basic_timer_service : public asio::execution_context::service {
     detail::unstarted_op<base> guard{op, *core_};
     auto slot = asio::get_associated_cancellation_slot(op->handler());
     const bool cancellable = slot.is_connected();
-    if (cancellable) slot.template emplace<detail::slot_cancellation<basic_timer_service, base>>(this, core_.get(), op);
+    if (cancellable) slot.template emplace<detail::slot_cancellation<base>>(core_.get(), op);
 
     std::unique_lock<detail::futex_mutex> lock(core_->mutex());
     if (shut_down_) return;  // Asio's rule after shutdown: the handler is destroyed (unlocked), never invoked
@@ -392,22 +399,20 @@ class basic_timer_service : public asio::execution_context::service {
     return queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
   }
 
-  template <typename, typename>
-  friend class detail::slot_cancellation;
-
-  // A fired wait is left to its runner, which reports it aborted now that it is out of its ring.
-  void cancel_op(wait_op& op) noexcept {
-    locked_section section(*this);
+  // A slot was emitted (service_core::cancel). A fired wait is left to its runner, which reports it aborted
+  // now that it is out of its ring; a deferred or fired sleep is in no queue, so nothing happens.
+  void cancel_locked(wait_op& op, std::unique_lock<detail::futex_mutex>& held) noexcept override {
+    locked_section section(*this, held);
     if (queue_.detach(op) == queue_type::unlinked::waiting) section.defer(op);
   }
-
-  void cancel_op(sleep_entry& op) noexcept {
-    locked_section section(*this);
-    if (queue_.unschedule(op)) section.defer(op);  // else it fired
+  void cancel_locked(sleep_entry& op, std::unique_lock<detail::futex_mutex>& held) noexcept override {
+    locked_section section(*this, held);
+    if (queue_.unschedule(op)) section.defer(op);  // else it fired, or its completion is already queued
   }
 
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a
-  // handler's destructor may destroy a timer or start a wait (which is then destroyed too).
+  // handler's destructor may destroy a timer or start a wait (which is then destroyed too); one that runs on
+  // another executor and whose slot may still hold our handler is destroyed there (drop_op).
   void shutdown() override {
     std::vector<sleep_entry*> sleeps;
     std::vector<wait_op*> waits;
@@ -418,8 +423,8 @@ class basic_timer_service : public asio::execution_context::service {
       parked_work_.reset();
       driver_.stop_locked();
     }
-    for (sleep_entry* op : sleeps) op->complete(op, *core_, detail::op_action::destroy, error_code());
-    for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::destroy, error_code());
+    for (sleep_entry* op : sleeps) op->complete(op, *core_, detail::op_action::shutdown, error_code());
+    for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::shutdown, error_code());
   }
 
   // Shared with fired waits still queued on other executors, which may outlive the service.

@@ -95,10 +95,6 @@ class oneshot_task {
   oneshot_task(const Executor& ex, Fn fn, Handler handler)
       : ex_(ex), fn_(std::move(fn)), handler_(std::move(handler)), work_(asio::get_associated_executor(*handler_, ex)) {
   }
-  // A task destroyed before completing (the host or executor shut down) leaves its handler's slot.
-  ~oneshot_task() {
-    if (in_slot_ && handler_) asio::get_associated_cancellation_slot(*handler_).clear();
-  }
   oneshot_task(const oneshot_task&) = delete;
   oneshot_task& operator=(const oneshot_task&) = delete;
 
@@ -109,22 +105,33 @@ class oneshot_task {
     std::lock_guard<std::mutex> lock(s.mutex_);
     s.timer_.emplace(host.get_executor(), t);
     auto slot = asio::get_associated_cancellation_slot(*s.handler_);
-    if (slot.is_connected()) slot.template emplace<slot_handler>(&s);
+    if (slot.is_connected()) slot.template emplace<slot_handler>(self);
     s.timer_->async_wait(waiter{self});
+    s.waiting_.store(true, std::memory_order_relaxed);
   }
 
  private:
-  // In the handler's slot while the task may still be cancelled; tells the task whether it is there.
+  // In the handler's slot while the task may still be cancelled. Only the handler's executor clears the slot
+  // (just before the handler runs there); a task destroyed without completing (the host or the executor shut
+  // down) leaves it, so the handler holds the task weakly: emitted or destroyed later, it finds it gone.
   struct slot_handler {
-    oneshot_task* task;
-    explicit slot_handler(oneshot_task* t) noexcept : task(t) { task->in_slot_ = true; }
-    ~slot_handler() { task->in_slot_ = false; }
+    std::weak_ptr<oneshot_task> task;
+    explicit slot_handler(const std::shared_ptr<oneshot_task>& t) noexcept : task(t) {
+      t->in_slot_.store(true, std::memory_order_relaxed);
+    }
+    ~slot_handler() {
+      if (auto t = task.lock()) t->in_slot_.store(false, std::memory_order_relaxed);
+    }
+    slot_handler(const slot_handler&) = delete;
+    slot_handler& operator=(const slot_handler&) = delete;
     void operator()(asio::cancellation_type type) {
       if (type == asio::cancellation_type::none) return;
-      std::lock_guard<std::mutex> lock(task->mutex_);
-      if (task->started_ || task->cancelled_) return;
-      task->cancelled_ = true;
-      if (task->timer_) task->timer_->cancel();  // else the runner is queued: it will see cancelled_
+      const std::shared_ptr<oneshot_task> t = task.lock();
+      if (!t) return;
+      std::lock_guard<std::mutex> lock(t->mutex_);
+      if (t->started_ || t->cancelled_) return;
+      t->cancelled_ = true;
+      if (t->timer_) t->timer_->cancel();  // else the runner is queued: it will see cancelled_
     }
   };
 
@@ -132,6 +139,15 @@ class oneshot_task {
   // operation cache, as the periodic runner's) decides on the executor.
   struct waiter {
     std::shared_ptr<oneshot_task> task;
+    waiter(std::shared_ptr<oneshot_task> t) noexcept : task(std::move(t)) {}
+    waiter(waiter&&) = default;
+    // Destroyed unrun (the host shuts down): the timer goes now, while its service lives; the task itself may
+    // live on (its slot handler may hold it a moment). Not when async_wait threw: start() holds the lock.
+    ~waiter() {
+      if (!task || !task->waiting_.load(std::memory_order_relaxed)) return;
+      std::lock_guard<std::mutex> lock(task->mutex_);
+      task->timer_.reset();
+    }
     void operator()(const error_code& ec) {
       std::shared_ptr<oneshot_task> t = std::move(task);
       {
@@ -161,31 +177,38 @@ class oneshot_task {
           t->started_ = true;
       }
       if (!r.error) r.run(t->fn_);
-      t->complete(std::move(r));
+      t->complete(t, std::move(r));
     }
   };
 
-  // Leaves the slot and dispatches the handler to its executor (by default the task's), as co_spawn does.
-  void complete(run_result<result_type>&& r) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (in_slot_) asio::get_associated_cancellation_slot(*handler_).clear();
-    }
+  // Dispatches the handler to its executor (by default the task's), as co_spawn does; there, it leaves the
+  // slot first.
+  void complete(const std::shared_ptr<oneshot_task>& self, run_result<result_type>&& r) {
     Handler h = std::move(*handler_);
     handler_.reset();
     auto work = std::move(*work_);
     work_.reset();
+    auto leave_slot = [self](Handler& handler) {
+      if (self->in_slot_.load(std::memory_order_relaxed)) asio::get_associated_cancellation_slot(handler).clear();
+    };
     if constexpr (std::is_void_v<result_type>) {
-      asio::dispatch(work.get_executor(), [h = std::move(h), e = r.error]() mutable { std::move(h)(e); });
-    } else {
-      asio::dispatch(work.get_executor(), [h = std::move(h), e = r.error, v = std::move(r.value)]() mutable {
-        std::move(h)(e, std::move(v));
+      asio::dispatch(work.get_executor(), [h = std::move(h), e = r.error, leave_slot]() mutable {
+        leave_slot(h);
+        std::move(h)(e);
       });
+    } else {
+      asio::dispatch(work.get_executor(),
+                     [h = std::move(h), e = r.error, v = std::move(r.value), leave_slot]() mutable {
+                       leave_slot(h);
+                       std::move(h)(e, std::move(v));
+                     });
     }
   }
 
   std::mutex mutex_;
-  bool cancelled_ = false, started_ = false, in_slot_ = false;  // under mutex_ (in_slot_: see slot_handler)
+  bool cancelled_ = false, started_ = false;  // under mutex_
+  std::atomic<bool> in_slot_{false};          // slot_handler is in the handler's slot (see slot_handler)
+  std::atomic<bool> waiting_{false};          // the wait started (see waiter)
   error_code failed_;                                           // under mutex_: the wait's own error
   std::optional<task_timer<Clock>> timer_;                      // until the wait completes
   Executor ex_;
@@ -272,6 +295,7 @@ class periodic_task final : public task_control {
   // Starts the first wait; throws (std::bad_alloc) with the task stopped.
   static void start(const std::shared_ptr<periodic_task>& self, asio::io_context& host) {
     std::lock_guard<std::mutex> lock(self->mutex_);
+    self->host_work_.emplace(host.get_executor());
     self->timer_.emplace(host.get_executor(), typename Clock::time_point());
     if (auto e = self->arm_locked(self)) std::rethrow_exception(e);
   }
@@ -386,10 +410,14 @@ class periodic_task final : public task_control {
   void stop_locked() noexcept override {
     scheduled_ = false;
     timer_.reset();  // a pending wait completes with operation_aborted, from the host's run()
+    host_work_.reset();
   }
 
   // While scheduled; used under mutex_ only.
   std::optional<timer_object<Clock, asio::wait_traits<Clock>, asio::io_context::executor_type>> timer_;
+  // The host's work while scheduled: between a wait that fired and the run (on another executor) that
+  // waits again, the host has nothing pending, and its run() would return with the task still scheduled.
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> host_work_;
   Executor ex_;
   Fn fn_;  // called by the runner only, one run at a time
   time_point origin_;

@@ -123,10 +123,22 @@ class deferred_queue {
   batch head_;
 };
 
+// What the core asks of the service that owns it: to take an operation out of its queue when the operation's
+// cancellation slot is emitted. The service registers itself for its lifetime (see service_core::cancel).
+class op_canceller {
+ public:
+  // Under the core's lock, which the callee takes over (and releases) in `lock`.
+  virtual void cancel_locked(wait_op& op, std::unique_lock<futex_mutex>& lock) noexcept = 0;
+  virtual void cancel_locked(sleep_entry& op, std::unique_lock<futex_mutex>& lock) noexcept = 0;
+
+ protected:
+  ~op_canceller() = default;
+};
+
 // The part of a timer service that its operations reach: the lock, the context, the hand-over of a fired
-// wait that runs on a foreign executor, and the queue of deferred completions. Not a template, so the
-// operations need not know the clock. Shared with fired waits queued on other executors, which may outlive
-// the service.
+// wait that runs on a foreign executor, the way from a cancellation slot to the service, and the queue of
+// deferred completions. Not a template, so the operations need not know the clock. Shared with fired waits
+// queued on other executors, which may outlive the service.
 //
 // Deferred completions: a wait that is aborted (cancel, reset, destroy, its slot) or refused (capacity)
 // completes later, from the context, as Asio's do. Rather than post each one (an allocation and a trip
@@ -147,6 +159,21 @@ class service_core : public std::enable_shared_from_this<service_core> {
   asio::io_context& context() const noexcept { return ctx_; }
   futex_mutex& mutex() noexcept { return mutex_; }
 
+  // The service registers itself once built, and leaves before it is destroyed. Takes the lock.
+  void set_owner(op_canceller* owner) noexcept {
+    std::lock_guard<futex_mutex> lock(mutex_);
+    owner_ = owner;
+  }
+
+  // An operation's cancellation slot was emitted (on the handler's executor). Once the service is gone the
+  // operation has fired or was dropped at shutdown, and its runner (which holds this core) completes it:
+  // nothing to take out. O(log N) (the service's cancel), takes the lock.
+  template <typename Op>
+  void cancel(Op& op) noexcept {
+    std::unique_lock<futex_mutex> lock(mutex_);
+    if (owner_ != nullptr) owner_->cancel_locked(op, lock);
+  }
+
   // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it
   // still counts as fired, false if it was cancelled in between (it is then reported as aborted).
   bool settle_fired(wait_op& op) {
@@ -154,13 +181,13 @@ class service_core : public std::enable_shared_from_this<service_core> {
     return settle_fired_locked(op);
   }
 
-  // Queues the completion of an operation that left the service, after taking the service's handler out of
-  // its cancellation slot (the signal may be gone by the time it runs); true if the caller must post_drain()
-  // once it has released the lock. O(1), never throws.
+  // Queues the completion of an operation that left the service; true if the caller must post_drain() once
+  // it has released the lock. The operation's cancellation slot is left as it is: only the handler's
+  // executor touches it (design.md, "Threads"), and an emit meanwhile finds the operation out of the queue.
+  // O(1), never throws.
   template <typename Op>
   bool defer_locked(Op& op, deferred how) noexcept {
     ++(how == deferred::capacity_exceeded ? stats_.refused : stats_.aborted);
-    op.complete(&op, *this, op_action::unhook, error_code());
     deferred_.push_back(op, how);
     return !std::exchange(drain_posted_, true);
   }
@@ -308,6 +335,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
 
   asio::io_context& ctx_;
   futex_mutex mutex_;
+  op_canceller* owner_ = nullptr;  // under mutex_: the service, while it lives
   block_pool drain_memory_;
   deferred_queue deferred_;    // under mutex_
   bool drain_posted_ = false;  // a drain is queued and has not taken deferred_ yet

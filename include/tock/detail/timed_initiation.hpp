@@ -64,7 +64,8 @@ struct initiation_executor_type<Initiation> {
   using executor_type = typename Initiation::executor_type;
 };
 
-// The initiation of a timed operation: registers its deadline entry, then starts the wrapped initiation. It
+// The initiation of a timed operation: registers its deadline entry, then starts the wrapped initiation (an
+// entry that ends before the initiation returns is handled by timed_op: see initiated()). It
 // exposes the wrapped one's executor_type and get_executor(), as Asio's own initiations do, because adapters
 // outside (asio::cancel_after's timer, immediate completion) take the I/O object's executor from there.
 template <typename Initiation, timed_registrar Registrar, typename FirstSignature>
@@ -87,6 +88,11 @@ class timed_initiation : public initiation_executor_type<Initiation> {
         timed_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>, typename Registrar::link_type>;
     op_type* op =
         op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex), registrar_.type());
+    // Last to go: once the initiation has returned, a cancellation that came during it is sent (timed_op).
+    struct initiator {
+      op_type* op;
+      ~initiator() { op->initiated(); }
+    } initiating{op};
     timed_handler<op_type> bound(op);
     error_code ec;
     try {

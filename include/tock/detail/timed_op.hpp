@@ -9,6 +9,7 @@
 #include <tock/error.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <tuple>
 #include <type_traits>
@@ -21,10 +22,19 @@ namespace tock::detail {
 // a sleep_entry in the heap for tock::timeout, a wait_op in a deadline's ring for bind()). Whichever of
 // the two ends first decides: the deadline emits a cancellation on the operation's slot, and the operation's
 // operation_aborted is then reported as tock::error::timed_out; or the operation completes and takes the
-// entry out of the service. The state lives until both are done (two references).
+// entry out of the service.
 //
 // The cancellation is emitted on the handler's executor, as Asio requires of cancellation signals: in place
 // when that is the service's own io_context (the driver runs inside its run()), else dispatched to it.
+//
+// The entry is placed before the operation is initiated (a refused entry must not start it), so it can fire
+// while the initiation still runs on another thread, before the operation has put its handler in our
+// signal. Such an early cancellation is not emitted into the empty slot: it is left to the initiator, which
+// sends it to the handler's executor once the initiation has returned (see cancel_now and initiated).
+//
+// The state lives until its references are gone: the entry's, the operation's, the initiator's (until the
+// initiation returns) and our handler's in the user's slot, while it is there (the signal may emit it, or
+// destroy it, after the operation was dropped at shutdown: it must still find this state).
 template <typename Service, typename Handler, typename Executor, typename Link>
 class timed_op : public Link {
  public:
@@ -35,7 +45,10 @@ class timed_op : public Link {
       : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
         executor_(ex), runs_in_context_(runs_in_context), type_(type) {
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
-    if (user_slot.is_connected()) user_slot.template emplace<forward_cancellation>(this);  // sets user_slot_hooked_
+    if (user_slot.is_connected()) {
+      state_.fetch_add(1, std::memory_order_relaxed);
+      user_slot.template emplace<forward_cancellation>(this);  // sets user_slot_hooked_
+    }
   }
 
   template <typename H>
@@ -60,28 +73,48 @@ class timed_op : public Link {
     call(handler, timed_out, std::forward<Args>(args)...);
   }
 
-  // The operation was destroyed without completing (its context shut down, or its initiation threw).
+  // The operation was destroyed without completing (its context shut down, or its initiation threw): the
+  // handler is destroyed. The user's slot is left alone (this may be any thread; see forward_cancellation).
   void abandon() noexcept {
     done_.store(true, std::memory_order_release);
     if (leave_service()) release();
-    leave_user_slot();
+    { [[maybe_unused]] Handler dropped(std::move(handler_)); }
     release();
   }
 
   // Drops the entry's reference when the service would not take the entry.
   void unscheduled() noexcept { release(); }
 
+  // The initiation returned (or threw): drops the initiator's reference, and sends a cancellation that came
+  // while it ran to the handler's executor.
+  void initiated() noexcept {
+    const std::uint32_t was = state_.fetch_sub(initiating + 1, std::memory_order_acq_rel);
+    if ((was & cancelled_early) != 0) return emit_late();  // with the entry's reference, kept for it
+    if ((was & refs_mask) == 1) destroy();
+  }
+
  private:
-  // Our handler in the user's slot. Its destructor runs when the slot is cleared, when another handler
-  // replaces it, or when the user's signal is destroyed: after that the slot (and the memory of a signal
-  // that may be gone) is never touched again, as Asio never touches a slot after emplacing into it.
+  // state_: the references, and two flags for a cancellation that comes before the initiation returned.
+  static constexpr std::uint32_t initiating = 1u << 30;       // the initiation has not returned
+  static constexpr std::uint32_t cancelled_early = 1u << 29;  // the entry ended meanwhile: initiated() emits
+  static constexpr std::uint32_t refs_mask = cancelled_early - 1;
+
+  // Our handler in the user's slot, holding a reference. Its destructor runs when the slot is cleared, when
+  // another handler replaces it, or when the user's signal is destroyed, all on the signal's side: after
+  // that the slot (and the memory of a signal that may be gone) is never touched again. Only complete(), on
+  // the handler's executor, clears it; once the operation is done an emit forwards nothing.
   class forward_cancellation {
    public:
     explicit forward_cancellation(timed_op* self) noexcept : self_(self) { self_->user_slot_hooked_ = true; }
-    ~forward_cancellation() { self_->user_slot_hooked_ = false; }
+    ~forward_cancellation() {
+      self_->user_slot_hooked_ = false;
+      self_->release();
+    }
     forward_cancellation(const forward_cancellation&) = delete;
     forward_cancellation& operator=(const forward_cancellation&) = delete;
-    void operator()(asio::cancellation_type type) { self_->signal_.emit(type); }
+    void operator()(asio::cancellation_type type) {
+      if (!self_->done_.load(std::memory_order_acquire)) self_->signal_.emit(type);
+    }
 
    private:
     timed_op* self_;
@@ -104,8 +137,7 @@ class timed_op : public Link {
     }
     void operator()() {
       timed_op* self = std::exchange(self_, nullptr);
-      self->cancel_now(timed_out_);
-      self->release();
+      if (self->cancel_now(timed_out_)) self->release();
     }
 
    private:
@@ -142,16 +174,15 @@ class timed_op : public Link {
   // discard). The service hooks nothing into a slot for an entry: nothing to unhook. A dispatch that throws
   // before taking the cancellation keeps the entry for its caller to queue again (as complete_op does).
   void on_entry(op_action a, const error_code& ec) {
-    if (a == op_action::unhook || a == op_action::hooked || a == op_action::unhooked) return;
+    if (a == op_action::hooked || a == op_action::unhooked) return;
     service_.store(nullptr, std::memory_order_release);
-    if (a == op_action::destroy || a == op_action::discard) {
+    if (a == op_action::destroy || a == op_action::discard || a == op_action::shutdown) {
       release();
       return;
     }
     const bool timed_out = a == op_action::invoke || !ec;
     if (runs_in_context_) {
-      cancel_now(timed_out);
-      release();
+      if (cancel_now(timed_out)) release();
       return;
     }
     cancel_runner runner(this, timed_out);
@@ -164,14 +195,40 @@ class timed_op : public Link {
     }
   }
 
-  void cancel_now(bool timed_out) {
-    if (done_.load(std::memory_order_acquire)) return;
+  // On the handler's executor, with the entry's reference: emits the cancellation unless the operation is
+  // done. Returns false if the initiation is still running: the reference is then the initiator's, which
+  // emits (initiated()).
+  bool cancel_now(bool timed_out) {
+    if (done_.load(std::memory_order_acquire)) return true;
     if (timed_out) timed_out_.store(true, std::memory_order_release);
+    std::uint32_t s = state_.load(std::memory_order_acquire);
+    while ((s & initiating) != 0)
+      if (state_.compare_exchange_weak(s, s | cancelled_early, std::memory_order_acq_rel)) return false;
     signal_.emit(timed_out ? type_ : asio::cancellation_type::terminal);
+    return true;
+  }
+
+  // The cancellation that came while the initiation ran, sent to the handler's executor (in place if this
+  // thread runs it). Should that not allocate, it is emitted here, the one way left not to lose it.
+  void emit_late() noexcept {
+    cancel_runner runner(this, timed_out_.load(std::memory_order_acquire));
+    dispatching guard(this);
+    try {
+      asio::dispatch(executor_, std::move(runner));
+    } catch (...) {
+      if (runner.release() || guard.given_back()) {
+        if (!done_.load(std::memory_order_acquire))
+          signal_.emit(timed_out_.load(std::memory_order_acquire) ? type_ : asio::cancellation_type::terminal);
+        release();
+      }
+    }
   }
 
   void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if ((state_.fetch_sub(1, std::memory_order_acq_rel) & refs_mask) == 1) destroy();
+  }
+
+  void destroy() noexcept {
     auto alloc = alloc_;
     op_allocator_t<timed_op, Handler> op_alloc(alloc);
     this->~timed_op();
@@ -221,7 +278,7 @@ class timed_op : public Link {
   asio::cancellation_type type_;
   std::atomic<bool> done_{false};
   std::atomic<bool> timed_out_{false};
-  std::atomic<int> refs_{2};
+  std::atomic<std::uint32_t> state_{initiating | 3};  // the entry's, the operation's, the initiator's references
 };
 
 // The handler an operation started with tock::timeout or bind() completes. Its cancellation slot is the

@@ -64,9 +64,11 @@ struct run_on_executor {
 // Whether the service's cancellation handler sits in an operation's slot is told by which completion
 // function the operation holds (do_complete<true> or <false>), so that it costs no byte: the handler's
 // constructor and destructor switch it (op_action::hooked, unhooked). The slot is cleared only while our
-// handler is in it; once the signal destroyed it (or another handler replaced it) the slot, and the memory
-// of a signal that may be gone, is never touched again. Asio never touches a slot after emplacing; tock
-// clears it on completion because its handler points at the operation, so a stale emit() stays harmless.
+// handler is in it, and only on the handler's executor, just before the handler runs or is destroyed there:
+// that is where Asio lets code emit, clear or destroy a signal, so nothing else touches the slot meanwhile.
+// Once the signal destroyed our handler (or another handler replaced it) the slot, and the memory of a
+// signal that may be gone, is never touched again. Asio never clears a slot after emplacing; tock does,
+// because its handler points at the operation, whose memory is about to be freed.
 
 // Releases the operation before the upcall, so that the handler may start its next wait in the same memory,
 // then calls the handler (already on its executor) or only destroys it. The service's cancellation handler
@@ -85,18 +87,22 @@ void finish_op(Op* op, finish_how how, const error_code& ec) {
 // Finishes a wait or sleep on its foreign executor, once it gets there. A fired timer wait is settled there
 // (`settle`: fired, or cancelled in between), and either kind is freed only there, where its cancellation
 // slot is emitted, so that an emit racing the driver never finds the operation gone. Destroyed unrun (its
-// executor shut down), it destroys the handler. Holds the service's core, which the timer's context may no
-// longer have. Its memory comes from the handler's associated allocator, as Asio's intermediate operations.
+// executor shut down), or sent only to be dropped (`drop`: its service shut down while its slot may still
+// hold the service's handler), it destroys the handler. Holds the service's core, which the timer's context
+// may no longer have. Its memory comes from the handler's associated allocator, as Asio's intermediate
+// operations.
 template <typename Op>
 class foreign_runner {
  public:
   using allocator_type = asio::associated_allocator_t<typename Op::handler_type>;
 
-  foreign_runner(service_core& core, Op* op, bool settle, const error_code& ec)
-      : core_(core.shared_from_this()), op_(op), ec_(ec), settle_(settle),
+  enum class mode : unsigned char { run, run_settled, drop };
+
+  foreign_runner(service_core& core, Op* op, mode m, const error_code& ec)
+      : core_(core.shared_from_this()), op_(op), ec_(ec), mode_(m),
         alloc_(asio::get_associated_allocator(op->handler())) {}
   foreign_runner(foreign_runner&& other) noexcept
-      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)), ec_(other.ec_), settle_(other.settle_),
+      : core_(std::move(other.core_)), op_(std::exchange(other.op_, nullptr)), ec_(other.ec_), mode_(other.mode_),
         alloc_(other.alloc_) {}
   foreign_runner& operator=(foreign_runner&&) = delete;
 
@@ -113,6 +119,7 @@ class foreign_runner {
   bool release() noexcept { return std::exchange(op_, nullptr) != nullptr; }
 
   void operator()() {
+    if (mode_ == mode::drop) return finish_op(std::exchange(op_, nullptr), finish_how::destroy, error_code());
     const bool fired = settle();
     finish_op(std::exchange(op_, nullptr), finish_how::call, fired ? ec_ : error_code(asio::error::operation_aborted));
   }
@@ -120,7 +127,7 @@ class foreign_runner {
  private:
   bool settle() {
     if constexpr (std::is_base_of_v<wait_op, Op>)
-      return !settle_ || core_->settle_fired(*op_);
+      return mode_ != mode::run_settled || core_->settle_fired(*op_);
     else
       return true;
   }
@@ -128,7 +135,7 @@ class foreign_runner {
   std::shared_ptr<service_core> core_;
   Op* op_;
   error_code ec_;
-  bool settle_;
+  mode mode_;
   [[no_unique_address]] allocator_type alloc_;
 };
 
@@ -137,8 +144,9 @@ class foreign_runner {
 // (If Asio took it and then failed, e.g. a strand that queued it but could not schedule itself, it is
 // Asio's: it runs when the strand next runs.)
 template <typename Op, typename Kept>
-void dispatch_to_executor(Op* op, service_core& core, bool settle, const error_code& ec, Kept kept) {
-  foreign_runner<Op> runner(core, op, settle, ec);
+void dispatch_to_executor(Op* op, service_core& core, typename foreign_runner<Op>::mode m, const error_code& ec,
+                          Kept kept) {
+  foreign_runner<Op> runner(core, op, m, ec);
   auto executor = op->target_.executor;  // the runner may free the operation before dispatch returns
   dispatching guard(op);
   try {
@@ -149,32 +157,52 @@ void dispatch_to_executor(Op* op, service_core& core, bool settle, const error_c
   }
 }
 
+// Destroys the handler of an operation that will never complete (its service shut down, or its deferred
+// completion was dropped with its context). If the service's handler may still be in its slot and the
+// handler runs on a foreign executor, where the slot may be emitted or its signal destroyed right now, the
+// handler is destroyed there (as a foreign_runner); if even that cannot allocate, here.
+template <typename Op>
+void drop_op(Op* op, service_core& core) noexcept {
+  constexpr bool foreign = std::decay_t<decltype(op->target_)>::checked_at_run;
+  if constexpr (foreign) {
+    if (Op::slot_hooked(op)) {
+      bool kept = false;
+      try {
+        dispatch_to_executor(op, core, foreign_runner<Op>::mode::drop, error_code(), [&] { kept = true; });
+        return;
+      } catch (...) {
+        if (!kept) return;  // Asio took it: it is destroyed on its executor, as asked
+      }
+    }
+  }
+  finish_op(op, finish_how::destroy, error_code());
+}
+
 // What a timer wait or sleep does for each op_action. One whose handler runs on a foreign executor is
 // finished there by a foreign_runner; if that dispatch cannot allocate, nothing is lost: the operation is
 // kept as it was (completion_kept) for its caller to place again (the driver) or queue again (the drain),
 // and the exception leaves run() as Asio's do.
 template <typename Op, typename Base>
 void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) {
+  using runner_mode = typename foreign_runner<Op>::mode;
   constexpr bool foreign = std::decay_t<decltype(op->target_)>::checked_at_run;
   switch (a) {
     case op_action::invoke:
       if constexpr (foreign)
-        dispatch_to_executor(op, core, true, ec, [] { completion_kept = true; });
+        dispatch_to_executor(op, core, runner_mode::run_settled, ec, [] { completion_kept = true; });
       else
         finish_op(op, finish_how::call, ec);
-      break;
-    case op_action::unhook:
-      if (Op::slot_hooked(op)) asio::get_associated_cancellation_slot(op->handler_).clear();
       break;
     case op_action::hooked: static_cast<Base*>(op)->complete = &Op::template do_complete<true>; break;
     case op_action::unhooked: static_cast<Base*>(op)->complete = &Op::template do_complete<false>; break;
     case op_action::deliver:
       if constexpr (foreign)
-        dispatch_to_executor(op, core, false, ec, [] { completion_kept = true; });
+        dispatch_to_executor(op, core, runner_mode::run, ec, [] { completion_kept = true; });
       else
         finish_op(op, finish_how::call, ec);
       break;
     case op_action::discard:
+    case op_action::shutdown: drop_op(op, core); break;
     case op_action::destroy: finish_op(op, finish_how::destroy, ec); break;
   }
 }
@@ -194,7 +222,7 @@ class handler_op : public Base {
   static void do_complete(Base* base, service_core& core, op_action a, const error_code& ec) {
     complete_op<handler_op, Base>(static_cast<handler_op*>(base), core, a, ec);
   }
-  static bool slot_hooked(const handler_op* op) noexcept { return op->complete == &do_complete<true>; }
+  static bool slot_hooked(const handler_op* op) noexcept { return op->complete.get() == &do_complete<true>; }
 
  private:
   template <typename Op>
@@ -202,7 +230,9 @@ class handler_op : public Base {
   template <typename Op, typename B>
   friend void complete_op(Op*, service_core&, op_action, const error_code&);
   template <typename Op, typename Kept>
-  friend void dispatch_to_executor(Op*, service_core&, bool, const error_code&, Kept);
+  friend void dispatch_to_executor(Op*, service_core&, typename foreign_runner<Op>::mode, const error_code&, Kept);
+  template <typename Op>
+  friend void drop_op(Op*, service_core&) noexcept;
 
   static Base make_base() noexcept {
     if constexpr (std::is_same_v<Base, wait_op>)

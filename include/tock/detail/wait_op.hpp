@@ -5,6 +5,7 @@
 #include <tock/detail/deadline_heap.hpp>
 #include <tock/error.hpp>
 
+#include <atomic>
 #include <cstdint>
 
 namespace tock::detail {
@@ -12,16 +13,38 @@ namespace tock::detail {
 // What the service asks of an operation whose handler it no longer holds on to.
 enum class op_action {
   invoke,   // the wait is over: run the handler now (called from the driver, inside the context's run())
-  unhook,   // the wait was aborted or refused and its completion deferred (under the service's lock): take
-            // the service's handler out of its cancellation slot now, since its signal may be gone by the
-            // time the completion runs
   hooked,   // the service's cancellation handler was put in the handler's slot
   unhooked, // that handler left the slot (the signal was destroyed, another handler replaced it, or the
-            // service cleared it): the slot must never be touched again, its signal may be gone
+            // operation cleared it): the slot must never be touched again, its signal may be gone
   deliver,  // a deferred completion runs (from the context's run()): run the handler now with the error,
             // in place or dispatched to the handler's executor
   discard,  // a deferred completion is dropped unrun (its context shut down): destroy the handler
-  destroy,  // shutdown: destroy the handler of a pending wait without invoking it
+  shutdown, // the service shuts down with the wait pending: destroy the handler, without invoking it
+  destroy,  // the wait could not be started: destroy the handler in place, on the starting thread
+};
+
+// An operation's completion function. Which function it holds also says whether the service's handler is in
+// the operation's cancellation slot (see wait_handlers.hpp), and the signal's thread switches it while the
+// driver or a canceller may read it: hence an atomic, relaxed (a plain load and store on x86), since either
+// function does the same thing and only the handler's executor acts on the difference.
+template <typename Fn>
+class completion_fn {
+ public:
+  constexpr completion_fn(Fn f) noexcept : fn_(f) {}  // NOLINT: converts, as the pointer it replaces
+  completion_fn(const completion_fn& other) noexcept : fn_(other.get()) {}
+  completion_fn& operator=(const completion_fn&) = delete;
+  completion_fn& operator=(Fn f) noexcept {
+    fn_.store(f, std::memory_order_relaxed);
+    return *this;
+  }
+  Fn get() const noexcept { return fn_.load(std::memory_order_relaxed); }
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    get()(static_cast<Args&&>(args)...);
+  }
+
+ private:
+  std::atomic<Fn> fn_;
 };
 
 class service_core;
@@ -33,7 +56,7 @@ class service_core;
 struct wait_op {
   using complete_fn = void (*)(wait_op*, service_core&, op_action, const error_code&);
 
-  complete_fn complete = nullptr;
+  completion_fn<complete_fn> complete = nullptr;
   wait_op* next = nullptr;  // null once the wait has left its ring; its link while deferred (deferred_queue)
   // Completes on an executor other than the context's own, so its handler runs some time after it fires.
   // Such a wait stays in its ring until it runs, so that a cancel() in between still aborts it.
@@ -177,7 +200,7 @@ struct sleep_entry {
   using complete_fn = void (*)(sleep_entry*, service_core&, op_action, const error_code&);
 
   heap_node node;  // first member: a heap_node* of a sleep converts back with from_node()
-  complete_fn complete;
+  completion_fn<complete_fn> complete;
   // One word, two lives (a sleep is queued only once out of the heap): while in the heap, its slack in clock
   // ticks (its key is its deadline + slack, timer_node.hpp rule 0); while queued in the core's
   // deferred_queue, its link there. A sleep stays 24 bytes before its handler.

@@ -1,0 +1,442 @@
+// Concurrency where users put it (design.md, "Threads"): operations started from a thread that does not run
+// their context, cancellation signals emitted or destroyed on another context's strand while a third thread
+// cancels, contexts destroyed with completions still queued elsewhere. Each case began as a reproducer of a
+// bug (shared/repro r1..r5); the races show under TSan and ASan (CI runs this suite under both), the lost
+// timeouts and the host that stopped in every build. Where tock replaces steady_timer, the case runs on
+// Asio's timer too, as the control.
+#include "test_support.hpp"
+
+#include <tock/detail/sanitizers.hpp>  // TOCK_ASAN, TOCK_TSAN: smaller runs under a sanitizer
+#include <tock/tock.hpp>
+
+#include <boost/mpl/list.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace tock_test;
+using strand_type = asio::strand<asio::io_context::executor_type>;
+using work_type = asio::executor_work_guard<asio::io_context::executor_type>;
+
+#if TOCK_ASAN || TOCK_TSAN
+constexpr int race_rounds = 300;
+constexpr int timed_ops = 20000;
+constexpr int due_sleeps = 50000;
+#else
+constexpr int race_rounds = 2000;
+constexpr int timed_ops = 20000;
+constexpr int due_sleeps = 100000;
+#endif
+
+// Waits (yielding) until `done()` or `limit` passed; true if done. Tests fail on false instead of hanging.
+template <typename Done>
+bool wait_until(Done&& done, steady_clock::duration limit = 10s) {
+  const auto end = steady_clock::now() + limit;
+  while (!done())
+    if (steady_clock::now() > end)
+      return false;
+    else
+      std::this_thread::yield();
+  return true;
+}
+
+// Spins for about `n` short steps: staggers two threads differently from round to round, so that each side
+// of a race comes first in some rounds.
+inline void spin(int n) {
+  volatile int sink = 0;
+  for (int k = 0; k < n * 256; ++k) sink = k;
+}
+
+// A context run by its own thread until stop().
+struct running_context {
+  asio::io_context ctx;
+  std::optional<work_type> work{ctx.get_executor()};
+  std::thread thread{[this] { ctx.run(); }};
+  void stop() {
+    work.reset();
+    thread.join();
+  }
+  ~running_context() {
+    if (thread.joinable()) stop();
+  }
+};
+
+// Runs `f` on `strand` and waits until it has run.
+template <typename F>
+void run_on(const strand_type& strand, F&& f) {
+  std::atomic<bool> done{false};
+  asio::post(strand, [&] {
+    f();
+    done.store(true);
+  });
+  while (!done.load()) std::this_thread::yield();
+}
+
+// --- r1: a fired wait whose handler waits on another context's strand; its own context is destroyed; the
+// strand emits the slot before the handler runs. tock documents that such a wait outlives its service.
+// (Asio's steady_timer fails the timer half: shared/repro/r1_asio_control.cpp, a use-after-free.)
+
+template <typename Start>
+void emit_after_own_context_is_gone(Start start, const error_code& expected) {
+  asio::cancellation_signal sig;
+  asio::io_context other;
+  auto strand = asio::make_strand(other);
+  completion c;
+  bool on_strand = false;
+  asio::post(strand, [&] { sig.emit(asio::cancellation_type::terminal); });  // runs before the handler
+  {
+    auto ctx = std::make_unique<asio::io_context>();
+    start(*ctx, asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(strand, [&](const error_code& ec) {
+                                               on_strand = strand.running_in_this_thread();
+                                               record(c)(ec);
+                                             })));
+  }
+  other.run();
+  BOOST_TEST(c.calls == 1);
+  BOOST_TEST(c.ec == expected);
+  BOOST_TEST(on_strand);
+}
+
+BOOST_AUTO_TEST_SUITE(threading_rules_test)
+
+BOOST_AUTO_TEST_CASE(timer_wait_fired_then_context_destroyed_then_slot_emitted) {
+  // The timer goes before its context: its fired wait, not run yet, is aborted (tock's cancel guarantee).
+  emit_after_own_context_is_gone(
+      [](asio::io_context& ctx, auto handler) {
+        tock::timer timer(ctx, 1ms);
+        timer.async_wait(std::move(handler));
+        ctx.run();
+      },
+      aborted);
+}
+
+BOOST_AUTO_TEST_CASE(sleep_fired_then_context_destroyed_then_slot_emitted) {
+  emit_after_own_context_is_gone(
+      [](asio::io_context& ctx, auto handler) {
+        tock::async_sleep_for(ctx, 1ms, std::move(handler));
+        ctx.run();
+      },
+      error_code());
+}
+
+// --- r2: a timer used by one thread is cancelled, reset, moved onto or destroyed while its handler's strand,
+// on another context, emits or destroys the signal its wait is bound to. Only the strand touches the signal.
+
+enum class ending { cancel, reset, move_onto, destroy };
+enum class on_strand { emit, destroy_signal };
+
+template <typename Timer>
+void end_wait_while_strand_touches_signal(ending how, on_strand what) {
+  running_context own, other;
+  auto strand = asio::make_strand(other.ctx);
+  std::atomic<int> completions{0};
+  std::optional<Timer> timer(std::in_place, own.ctx);
+  for (int i = 0; i < race_rounds; ++i) {
+    auto sig = std::make_shared<std::unique_ptr<asio::cancellation_signal>>();
+    run_on(strand, [&] { *sig = std::make_unique<asio::cancellation_signal>(); });
+    if (!timer) timer.emplace(own.ctx);
+    timer->expires_after(1h);
+    timer->async_wait(asio::bind_cancellation_slot(
+        (*sig)->slot(), asio::bind_executor(strand, [&](const error_code&) { completions.fetch_add(1); })));
+    // Every other round the strand waits until the timer's thread has ended the wait: relaxed flags, so that
+    // TSan sees no order between the two sides, as with two threads that merely happen to run in that order.
+    const bool ender_first = i % 2 == 1;
+    std::atomic<bool> go{false}, ended{false};
+    asio::post(strand, [&, sig, i, ender_first] {
+      go.store(true, std::memory_order_relaxed);
+      if (ender_first)
+        while (!ended.load(std::memory_order_relaxed)) {
+        }
+      else
+        spin(i % 7);
+      if (what == on_strand::destroy_signal)
+        sig->reset();
+      else
+        (*sig)->emit(asio::cancellation_type::terminal);
+    });
+    while (!go.load(std::memory_order_relaxed)) {
+    }
+    if (!ender_first) spin(i % 5);
+    switch (how) {
+      case ending::cancel: timer->cancel(); break;
+      case ending::reset: timer->expires_after(1h); break;
+      case ending::move_onto: *timer = Timer(own.ctx); break;
+      case ending::destroy: timer.reset(); break;
+    }
+    ended.store(true, std::memory_order_relaxed);
+    BOOST_REQUIRE(wait_until([&] { return completions.load() == i + 1; }));
+    asio::post(strand, [sig] { sig->reset(); });
+  }
+  timer.reset();
+  own.stop();
+  other.stop();
+  BOOST_TEST(completions.load() == race_rounds);
+}
+
+using timer_types = boost::mpl::list<tock::timer, asio::steady_timer>;
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_while_strand_emits, Timer, timer_types) {
+  end_wait_while_strand_touches_signal<Timer>(ending::cancel, on_strand::emit);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(cancel_while_strand_destroys_signal, Timer, timer_types) {
+  end_wait_while_strand_touches_signal<Timer>(ending::cancel, on_strand::destroy_signal);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(reset_while_strand_emits, Timer, timer_types) {
+  end_wait_while_strand_touches_signal<Timer>(ending::reset, on_strand::emit);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(move_onto_while_strand_destroys_signal, Timer, timer_types) {
+  end_wait_while_strand_touches_signal<Timer>(ending::move_onto, on_strand::destroy_signal);
+}
+BOOST_AUTO_TEST_CASE_TEMPLATE(destroy_while_strand_emits, Timer, timer_types) {
+  end_wait_while_strand_touches_signal<Timer>(ending::destroy, on_strand::emit);
+}
+
+// --- r3: a wait fires on its context's thread while the handler's strand destroys the signal.
+
+template <typename Start>
+void fire_while_strand_destroys_signal(Start start) {
+  running_context own, other;
+  auto strand = asio::make_strand(other.ctx);
+  std::atomic<int> completions{0};
+  tock::timer timer(own.ctx);
+  for (int i = 0; i < race_rounds; ++i) {
+    auto sig = std::make_shared<std::unique_ptr<asio::cancellation_signal>>();
+    run_on(strand, [&] { *sig = std::make_unique<asio::cancellation_signal>(); });
+    start(own.ctx, timer,
+          asio::bind_cancellation_slot(
+              (*sig)->slot(), asio::bind_executor(strand, [&](const error_code&) { completions.fetch_add(1); })));
+    asio::post(strand, [sig, i] {
+      spin(i % 7);
+      sig->reset();
+    });
+    BOOST_REQUIRE(wait_until([&] { return completions.load() == i + 1; }));
+  }
+  own.stop();
+  other.stop();
+  BOOST_TEST(completions.load() == race_rounds);
+}
+
+BOOST_AUTO_TEST_CASE(sleep_fires_while_strand_destroys_signal) {
+  fire_while_strand_destroys_signal(
+      [](asio::io_context& ctx, tock::timer&, auto h) { tock::async_sleep_for(ctx, 0ms, std::move(h)); });
+}
+
+BOOST_AUTO_TEST_CASE(timer_wait_fires_while_strand_destroys_signal) {
+  fire_while_strand_destroys_signal([](asio::io_context&, tock::timer& timer, auto h) {
+    timer.expires_after(0ms);
+    timer.async_wait(std::move(h));
+  });
+}
+
+// --- r4: timed operations started from a thread that does not run their single-threaded context. Their
+// deadline has passed already, so the entry may fire before the initiation returns: the operation must still
+// time out, every time. (Asio's own cancel_after loses some in this pattern: shared/repro/r4_asio_control.cpp.)
+
+// Binder(ctx) makes the tokens: built after the context and destroyed before it, as I/O objects must be.
+template <typename Binder>
+void timed_ops_started_off_context() {
+  asio::io_context ctx(1);
+  auto work = asio::make_work_guard(ctx);
+  // Due sleeps keep the driver popping, one lock per entry, so that it takes each new entry at once.
+  std::atomic<int> slept{0};
+  const auto t0 = steady_clock::now();
+  for (int i = 0; i < due_sleeps; ++i) tock::async_sleep_until(ctx, t0, [&](const error_code&) { slept.fetch_add(1); });
+  std::thread runner([&] { ctx.run(); });
+  BOOST_REQUIRE(wait_until([&] { return slept.load() > 0; }));
+  std::atomic<int> timed_out_count{0}, other_count{0};
+  bool all = false;
+  {
+    Binder bind(ctx);
+    std::vector<std::unique_ptr<asio::steady_timer>> timers;
+    for (int i = 0; i < timed_ops; ++i) {
+      auto& t = timers.emplace_back(std::make_unique<asio::steady_timer>(ctx, 1h));
+      t->async_wait(bind(
+          [&](const error_code& ec) { (ec == tock_test::timed_out ? timed_out_count : other_count).fetch_add(1); }));
+    }
+    all = wait_until([&] { return timed_out_count.load() + other_count.load() == timed_ops; });
+    for (auto& t : timers) t->cancel();  // let run() return, whatever happened
+    BOOST_REQUIRE(wait_until([&] { return timed_out_count.load() + other_count.load() == timed_ops; }));
+  }
+  work.reset();
+  runner.join();
+  BOOST_TEST(all);
+  BOOST_TEST(timed_out_count.load() == timed_ops);
+  BOOST_TEST(other_count.load() == 0);
+}
+
+struct timeout_binder {
+  explicit timeout_binder(asio::io_context&) {}
+  template <typename Handler>
+  auto operator()(Handler h) const {
+    return tock::timeout(-10s, std::move(h));
+  }
+};
+
+struct deadline_binder {
+  tock::deadline dl;
+  explicit deadline_binder(asio::io_context& ctx) : dl(ctx.get_executor(), -10s) {}
+  template <typename Handler>
+  auto operator()(Handler h) {
+    return dl.bind(std::move(h));
+  }
+};
+
+BOOST_AUTO_TEST_CASE(timeout_started_off_context_thread_is_never_lost) {
+  timed_ops_started_off_context<timeout_binder>();
+}
+
+BOOST_AUTO_TEST_CASE(deadline_bind_started_off_context_thread_is_never_lost) {
+  timed_ops_started_off_context<deadline_binder>();
+}
+
+// --- r5: a periodic task on a pool, its timer on a host context run without a work guard: between the wait
+// that fired and the run that waits again, the host must not run out of work.
+
+BOOST_AUTO_TEST_CASE(periodic_task_on_pool_keeps_its_host_running) {
+  asio::thread_pool pool(2);
+  asio::io_context host;
+  std::atomic<bool> host_returned{false};
+  auto h = tock::schedule_at_fixed_rate(host, pool.get_executor(), 0ms, 1ms, [] {});
+  std::thread t([&] {
+    host.run();
+    host_returned.store(true);
+  });
+  const bool ran = wait_until([&] { return h.runs() >= 10 || host_returned.load(); });
+  BOOST_TEST(ran);
+  BOOST_TEST(!host_returned.load());
+  BOOST_TEST(h.scheduled());
+  BOOST_TEST(h.runs() >= 10u);
+  h.cancel();  // the host's work goes with the task: run() returns
+  BOOST_TEST(wait_until([&] { return host_returned.load(); }));
+  t.join();
+  pool.join();
+}
+
+BOOST_AUTO_TEST_CASE(cancelled_periodic_task_lets_its_host_return) {
+  asio::io_context host;
+  auto h = tock::schedule_with_fixed_delay(host, host.get_executor(), 1h, 1h, [] {});
+  BOOST_TEST(host.poll() == 0u);
+  BOOST_TEST(!host.stopped());
+  h.cancel();
+  BOOST_TEST(run_until_idle(host));
+}
+
+// --- Shutdown while another context's strand emits: what the dying context drops, it leaves to the strand.
+
+// A sleep pending when its context is destroyed: its handler is destroyed (never called), exactly once,
+// while the strand emits its slot.
+BOOST_AUTO_TEST_CASE(sleep_dropped_at_shutdown_while_strand_emits) {
+  running_context other;
+  auto strand = asio::make_strand(other.ctx);
+  for (int i = 0; i < race_rounds / 4; ++i) {
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = alive;
+    std::atomic<bool> dying{false};
+    {
+      asio::io_context ctx;
+      tock::async_sleep_for(
+          ctx, 1h,
+          asio::bind_cancellation_slot(
+              sig->slot(),
+              asio::bind_executor(strand, [calls, a = std::move(alive)](const error_code&) { calls->fetch_add(1); })));
+      asio::post(strand, [&, sig] {
+        while (!dying.load(std::memory_order_relaxed)) {
+        }
+        sig->emit(asio::cancellation_type::terminal);
+      });
+      dying.store(true, std::memory_order_relaxed);
+    }
+    BOOST_REQUIRE(wait_until([&] { return watch.expired(); }));
+    run_on(strand, [&] { sig.reset(); });
+    BOOST_TEST(calls->load() == 0);
+  }
+}
+
+// A timed operation dropped with its context: the user's slot stays with the strand, which may emit it and
+// destroy its signal later.
+BOOST_AUTO_TEST_CASE(timeout_dropped_at_shutdown_leaves_the_slot_to_its_strand) {
+  running_context other;
+  auto strand = asio::make_strand(other.ctx);
+  for (int i = 0; i < race_rounds / 4; ++i) {
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    std::atomic<bool> dying{false};
+    {
+      asio::io_context ctx;
+      asio::post(ctx,
+                 tock::timeout(never, asio::bind_cancellation_slot(
+                                          sig->slot(), asio::bind_executor(strand, [calls] { calls->fetch_add(1); }))));
+      asio::post(strand, [&, sig] {
+        while (!dying.load(std::memory_order_relaxed)) {
+        }
+        sig->emit(asio::cancellation_type::terminal);
+      });
+      dying.store(true, std::memory_order_relaxed);
+    }
+    run_on(strand, [&] {
+      sig->emit(asio::cancellation_type::terminal);  // after the operation is gone: forwards nothing
+      sig.reset();
+    });
+    BOOST_TEST(calls->load() == 0);
+  }
+}
+
+// A one-shot task dropped with its host: its handler's slot stays with the handler's strand.
+BOOST_AUTO_TEST_CASE(scheduled_task_dropped_with_host_leaves_the_slot_to_its_strand) {
+  running_context other;
+  auto strand = asio::make_strand(other.ctx);
+  for (int i = 0; i < race_rounds / 4; ++i) {
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    std::atomic<bool> dying{false};
+    {
+      asio::io_context host;
+      tock::schedule(
+          host, host.get_executor(), 1h, [] {},
+          asio::bind_cancellation_slot(
+              sig->slot(), asio::bind_executor(strand, [calls](std::exception_ptr) { calls->fetch_add(1); })));
+      asio::post(strand, [&, sig] {
+        while (!dying.load(std::memory_order_relaxed)) {
+        }
+        sig->emit(asio::cancellation_type::terminal);
+      });
+      dying.store(true, std::memory_order_relaxed);
+    }
+    run_on(strand, [&] {
+      sig->emit(asio::cancellation_type::terminal);
+      sig.reset();
+    });
+    BOOST_TEST(calls->load() == 0);
+  }
+}
+
+// A one-shot task whose handler runs on a strand of another context: the slot is left there, before the call.
+BOOST_AUTO_TEST_CASE(scheduled_task_completes_on_its_strand_and_leaves_the_slot_there) {
+  running_context host, other;
+  auto strand = asio::make_strand(other.ctx);
+  for (int i = 0; i < race_rounds / 4; ++i) {
+    auto sig = std::make_shared<std::unique_ptr<asio::cancellation_signal>>();
+    run_on(strand, [&] { *sig = std::make_unique<asio::cancellation_signal>(); });
+    std::atomic<int> calls{0};
+    tock::schedule(
+        host.ctx, host.ctx.get_executor(), 0ms, [] {},
+        asio::bind_cancellation_slot((*sig)->slot(),
+                                     asio::bind_executor(strand, [&](std::exception_ptr) { calls.fetch_add(1); })));
+    asio::post(strand, [sig] { sig->reset(); });
+    BOOST_REQUIRE(wait_until([&] { return calls.load() == 1; }));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
