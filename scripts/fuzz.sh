@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing with libFuzzer (clang 16): builds and runs the targets of test/fuzz.
 #   fuzz_ops      build/fuzz-asan  -fsanitize=fuzzer,address,undefined (one context, manual_clock, a model)
-#   fuzz_threads  build/fuzz-tsan  -fsanitize=fuzzer,thread (two issuing threads, two runners)
+#   fuzz_threads  build/fuzz-tsan  -fsanitize=fuzzer,thread (two issuing threads, two runners; 'X' inputs:
+#                 a context run by one thread, used from another, handlers on a second context's strand)
+#   fuzz_threads_asan  the same target in build/fuzz-asan (ASan + UBSan, Asio's handler-memory recycling off),
+#                 from the same seeds
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   run each target SECONDS (default 60) from a fresh copy of
 #                                                its seed corpus (test/fuzz/corpus/TARGET) in build/fuzz-corpus/
 #        scripts/fuzz.sh --coverage [TARGET...]  line coverage of include/tock reached by the corpus
@@ -24,9 +27,10 @@ if [[ ${1:-} =~ ^[0-9]+$ ]]; then
     shift
 fi
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(fuzz_ops fuzz_threads)
+[[ ${#targets[@]} -eq 0 ]] && targets=(fuzz_ops fuzz_threads fuzz_threads_asan)
 for t in "${targets[@]}"; do
-    [[ $t == fuzz_ops || $t == fuzz_threads ]] || { echo "unknown target: $t (fuzz_ops, fuzz_threads)" >&2; exit 2; }
+    [[ $t == fuzz_ops || $t == fuzz_threads || $t == fuzz_threads_asan ]] ||
+        { echo "unknown target: $t (fuzz_ops, fuzz_threads, fuzz_threads_asan)" >&2; exit 2; }
 done
 
 export CC=clang-16 CXX=clang++-16
@@ -44,6 +48,8 @@ configure() {
 
 build_dir() { [[ $1 == fuzz_threads ]] && echo build/fuzz-tsan || echo build/fuzz-asan; }
 sanitizer() { [[ $1 == fuzz_threads ]] && echo thread || echo address,undefined; }
+# The executable (and seed corpus) of a target: fuzz_threads_asan is fuzz_threads built in build/fuzz-asan.
+binary() { [[ $1 == fuzz_threads_asan ]] && echo fuzz_threads || echo "$1"; }
 
 # TSan's runtime fails with "unexpected memory mapping" under high mmap entropy (as in scripts/test.sh).
 launcher() {
@@ -59,6 +65,9 @@ if ((coverage)); then
     dir=build/fuzz-cov
     start=$SECONDS
     configure "$dir" coverage
+    cov_targets=()
+    for t in "${targets[@]}"; do [[ $t == fuzz_threads_asan ]] || cov_targets+=("$t"); done
+    targets=("${cov_targets[@]}")
     cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
     echo "build: $((SECONDS - start)) s"
     rm -f "$dir"/*.profraw
@@ -86,12 +95,13 @@ for t in "${targets[@]}"; do
     echo "=== $t: build ($dir)"
     start=$SECONDS
     configure "$dir" "$(sanitizer "$t")"
-    cmake --build "$dir" -j"$jobs" --target "$t"
+    bin=$(binary "$t")
+    cmake --build "$dir" -j"$jobs" --target "$bin"
     built=$((SECONDS - start))
     corpus=build/fuzz-corpus/$t
     rm -rf "$corpus"
     mkdir -p "$corpus"
-    cp test/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
+    cp test/fuzz/corpus/"$bin"/* "$corpus"/ 2>/dev/null || true
     read -ra run <<<"$(launcher "$t")"
     log=build/fuzz-artifacts/$t.log
     echo "=== $t: fuzzing for $seconds s (log: $log)"
@@ -99,7 +109,7 @@ for t in "${targets[@]}"; do
     rc=0
     # The outer timeout: libFuzzer's own -timeout handler is not async-signal-safe under TSan and can hang.
     TOCK_FUZZ_FAILED_INPUT="build/fuzz-artifacts/$t-failed-input" \
-        timeout -k 10 $((seconds + 120)) "${run[@]}" "$dir/test/fuzz/$t" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
+        timeout -k 10 $((seconds + 120)) "${run[@]}" "$dir/test/fuzz/$bin" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -timeout=20 \
         -rss_limit_mb=2560 -max_len=2048 -artifact_prefix="build/fuzz-artifacts/$t-" </dev/null >"$log" 2>&1 || rc=$?
     ran=$((SECONDS - start))
     # A sanitizer report that did not end the process still fails the run.
