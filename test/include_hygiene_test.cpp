@@ -1,6 +1,7 @@
 // <tock/timer.hpp>, the drop-in for <asio/steady_timer.hpp>, brings no more of Asio than that header: none of
-// its coroutine support. Asio 1.38's awaitable.hpp declares asio::throw_exception(Disposition&&), which made
-// code under `using namespace asio` with a throw_exception of its own (as Asio's tests have) ambiguous.
+// Asio's coroutine support. Asio 1.38's awaitable.hpp brings disposition.hpp and its
+// asio::throw_exception(Disposition&&), which made code under `using namespace asio` with a throw_exception
+// of its own (as Asio's tests have) ambiguous.
 // This file is built without the precompiled headers (test/CMakeLists.txt) and includes <tock/timer.hpp>
 // first, so that the checks below see only what it brings; a header that breaks the rule breaks the build.
 #include <tock/timer.hpp>
