@@ -177,6 +177,105 @@ BOOST_AUTO_TEST_CASE(a_non_positive_period_is_refused) {
   BOOST_CHECK_THROW(periodic(ctx, manual_clock::now(), -5ms), std::invalid_argument);
 }
 
+// Periods of any duration type convert as basic_timer's expires_after converts them: saturating, not
+// overflowing on the way to manual_clock::duration (nanoseconds), where hours::max() would wrap.
+BOOST_AUTO_TEST_CASE(a_huge_period_saturates_and_its_ticks_never_come) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, std::chrono::hours::max());
+  BOOST_CHECK(t.period() == manual_clock::duration::max());
+  BOOST_CHECK(t.next_tick() == manual_clock::time_point::max());
+  tock::basic_timer<manual_clock> control(ctx);  // where basic_timer puts the same duration
+  control.expires_after(std::chrono::hours::max());
+  BOOST_CHECK(control.expiry() == t.next_tick());
+  periodic first_given(ctx, start + 1s, std::chrono::hours::max());
+  BOOST_CHECK(first_given.period() == manual_clock::duration::max());
+  std::vector<tick> ticks, first_ticks;
+  t.async_wait(record_tick(ticks));
+  first_given.async_wait(record_tick(first_ticks));
+  tock_test::advance_by(ctx, 1s);
+  BOOST_REQUIRE_EQUAL(first_ticks.size(), 1u);
+  BOOST_CHECK(first_ticks.back().at == start + 1s);
+  BOOST_CHECK(first_given.next_tick() == manual_clock::time_point::max());  // start + 1s + max: out of range
+  tock_test::advance_by(ctx, 100h);
+  BOOST_CHECK(ticks.empty());
+  BOOST_CHECK_EQUAL(t.cancel(), 1u);
+  tock_test::settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(ticks.back().ec == aborted);
+}
+
+BOOST_AUTO_TEST_CASE(set_period_saturates_a_huge_period) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  t.set_period(std::chrono::hours::max());  // the pending wait keeps its tick at 10s
+  BOOST_CHECK(t.period() == manual_clock::duration::max());
+  BOOST_CHECK(t.next_tick() == start + 10s);
+  tock_test::advance_by(ctx, 10s);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(!ticks.back().ec);
+  BOOST_CHECK(t.next_tick() == manual_clock::time_point::max());
+  t.set_period(std::chrono::duration<double>(2.5));  // and back, from a floating-point duration
+  BOOST_CHECK(t.period() == 2500ms);
+  BOOST_CHECK(t.next_tick() == manual_clock::time_point::max());  // the next tick keeps its time
+}
+
+BOOST_AUTO_TEST_CASE(a_non_positive_period_of_any_type_is_refused_with_nothing_changed) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  BOOST_CHECK_THROW(periodic(ctx, std::chrono::hours::min()), std::invalid_argument);
+  BOOST_CHECK_THROW(periodic(ctx, start, std::chrono::minutes(-1)), std::invalid_argument);
+  BOOST_CHECK_THROW(periodic(ctx, std::chrono::duration<double>(0.0)), std::invalid_argument);
+  periodic t(ctx, 10s);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  BOOST_CHECK_THROW(t.set_period(std::chrono::hours::min()), std::invalid_argument);
+  BOOST_CHECK_THROW(t.set_period(std::chrono::seconds::zero()), std::invalid_argument);
+  BOOST_CHECK_THROW(t.set_period(std::chrono::duration<double, std::milli>(-0.5)), std::invalid_argument);
+  BOOST_CHECK(t.period() == 10s);
+  BOOST_CHECK(t.next_tick() == start + 10s);
+  tock_test::advance_by(ctx, 10s);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(!ticks.back().ec);
+  BOOST_CHECK(t.next_tick() == start + 20s);
+}
+
+// On a clock coarser than the duration (picoseconds on manual_clock's nanoseconds), the fraction of a tick is
+// dropped as basic_timer drops it: 1.5 ns is 1 ns; 0.999 ns is 0, which is not a period.
+BOOST_AUTO_TEST_CASE(a_sub_tick_period_converts_as_basic_timer_converts_it) {
+  using picoseconds = std::chrono::duration<std::int64_t, std::pico>;
+  asio::io_context ctx;
+  tock::basic_timer<manual_clock> control(ctx);
+  const auto start = manual_clock::now();
+  control.expires_after(picoseconds(1500));
+  BOOST_CHECK(control.expiry() == start + 1ns);
+  control.expires_after(picoseconds(999));
+  BOOST_CHECK(control.expiry() == start);
+  periodic t(ctx, picoseconds(1500));
+  BOOST_CHECK(t.period() == 1ns);
+  BOOST_CHECK(t.next_tick() == start + 1ns);
+  BOOST_CHECK_THROW(periodic(ctx, picoseconds(999)), std::invalid_argument);
+  BOOST_CHECK_THROW(t.set_period(picoseconds(999)), std::invalid_argument);
+  BOOST_CHECK(t.period() == 1ns);
+  t.set_period(picoseconds(2999));
+  BOOST_CHECK(t.period() == 2ns);
+  std::vector<tick> ticks;
+  t.async_wait(record_tick(ticks));
+  tock_test::advance_by(ctx, 1ns);  // the next tick kept its time
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(ticks[0].at == start + 1ns);
+  t.async_wait(record_tick(ticks));
+  tock_test::advance_by(ctx, 1ns);
+  BOOST_CHECK_EQUAL(ticks.size(), 1u);
+  tock_test::advance_by(ctx, 1ns);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK(ticks[1].at == start + 3ns);
+  BOOST_CHECK_EQUAL(ticks[1].missed, 0u);
+}
+
 BOOST_AUTO_TEST_CASE(cancel_aborts_the_wait_and_keeps_its_tick) {
   asio::io_context ctx;
   const auto start = manual_clock::now();

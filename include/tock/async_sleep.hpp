@@ -3,6 +3,7 @@
 #define TOCK_ASYNC_SLEEP_HPP
 
 #include <tock/config.hpp>
+#include <tock/detail/asio_awaitable.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/timer_service.hpp>
 

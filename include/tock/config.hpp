@@ -5,6 +5,12 @@
 // its users. Every other tock file spells Asio `asio::` and its error types `sys::` (the aliases
 // tock::asio and tock::sys below). Both backends need Asio
 // >= 1.26 (Boost >= 1.81): Asio 1.22 has append and as_tuple only as experimental.
+//
+// The core list below leaves out Asio's coroutine support: <tock/timer.hpp>, a drop-in for
+// <asio/steady_timer.hpp>, must bring no more of Asio, or names such as asio::throw_exception
+// (asio/disposition.hpp, which Asio 1.38's awaitable.hpp brings) make unqualified calls ambiguous in code
+// under `using namespace asio`. The coroutine headers come apart, at the end, for the headers that offer
+// awaitables (tock/detail/asio_awaitable.hpp).
 #ifndef TOCK_CONFIG_HPP
 #define TOCK_CONFIG_HPP
 
@@ -33,7 +39,6 @@
 #include <asio/associated_executor.hpp>
 #include <asio/associator.hpp>
 #include <asio/async_result.hpp>
-#include <asio/awaitable.hpp>
 #include <asio/basic_waitable_timer.hpp>
 #include <asio/bind_allocator.hpp>
 #include <asio/bind_cancellation_slot.hpp>
@@ -55,7 +60,6 @@
 #include <asio/redirect_error.hpp>
 #include <asio/strand.hpp>
 #include <asio/system_executor.hpp>
-#include <asio/use_awaitable.hpp>
 #include <asio/wait_traits.hpp>
 
 #else
@@ -79,7 +83,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/associator.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -101,7 +104,6 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/system_executor.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/wait_traits.hpp>
 
 #endif
@@ -130,4 +132,17 @@ inline constexpr bool asio_timer_has_deprecated_members =
 }  // namespace detail
 }  // namespace tock
 
+#endif
+
+// The coroutine part of Asio, outside the include guard: read again, it adds it once asked for. Only
+// tock/detail/asio_awaitable.hpp asks, so that this file stays the only one to name the backend.
+#if defined(TOCK_DETAIL_WANT_ASIO_AWAITABLE) && !defined(TOCK_CONFIG_ASIO_AWAITABLE_INCLUDED)
+#define TOCK_CONFIG_ASIO_AWAITABLE_INCLUDED
+#if defined(TOCK_STANDALONE_ASIO)
+#include <asio/awaitable.hpp>
+#include <asio/use_awaitable.hpp>
+#else
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#endif
 #endif

@@ -129,31 +129,39 @@ class basic_periodic_timer {
     using other = basic_periodic_timer<Clock, WaitTraits, Executor1>;
   };
 
-  /// Ticks every `period`, the first tick one period from now. Throws std::invalid_argument if `period` is
-  /// not positive. Allocates once (the state, which stays put when the timer moves).
-  basic_periodic_timer(const executor_type& ex, const duration& period, missed_ticks policy = missed_ticks::skip)
+  /// Ticks every `period`, the first tick one period from now. Any duration type, converted as
+  /// basic_timer::expires_after converts it: a huge one saturates at duration::max() (the ticks after the
+  /// first leave the clock's range: they never come), a fraction of the clock's tick is dropped. Throws
+  /// std::invalid_argument if the converted period is not positive. Allocates once (the state, which stays
+  /// put when the timer moves).
+  template <typename Rep, typename Period>
+  basic_periodic_timer(const executor_type& ex, const std::chrono::duration<Rep, Period>& period,
+                       missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(ex, detail::saturating_add(Clock::now(), checked(period)), period, policy) {}
 
-  /// Ticks every `period`, the first tick at `first` (a past time is due at once). Throws as above.
-  basic_periodic_timer(const executor_type& ex, const time_point& first, const duration& period,
-                       missed_ticks policy = missed_ticks::skip)
+  /// Ticks every `period` (any duration type, as above), the first tick at `first` (a past time is due at
+  /// once). Throws as above.
+  template <typename Rep, typename Period>
+  basic_periodic_timer(const executor_type& ex, const time_point& first,
+                       const std::chrono::duration<Rep, Period>& period, missed_ticks policy = missed_ticks::skip)
       : executor_(ex), state_(std::make_shared<state>()) {
+    state_->period = checked(period);  // first: a refused period creates no timer
     state_->timer.emplace(ex, first);
     state_->origin = first;
-    state_->period = checked(period);
     state_->policy = policy;
   }
 
   /// The same, on `ctx`'s executor.
-  template <typename ExecutionContext,
+  template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
-  basic_periodic_timer(ExecutionContext& ctx, const duration& period, missed_ticks policy = missed_ticks::skip)
+  basic_periodic_timer(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& period,
+                       missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), period, policy) {}
 
   /// The same, on `ctx`'s executor.
-  template <typename ExecutionContext,
+  template <typename ExecutionContext, typename Rep, typename Period,
             std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
-  basic_periodic_timer(ExecutionContext& ctx, const time_point& first, const duration& period,
+  basic_periodic_timer(ExecutionContext& ctx, const time_point& first, const std::chrono::duration<Rep, Period>& period,
                        missed_ticks policy = missed_ticks::skip)
       : basic_periodic_timer(executor_type(ctx.get_executor()), first, period, policy) {}
 
@@ -207,13 +215,15 @@ class basic_periodic_timer {
   std::uint64_t ticks() const { return get().ticks; }
 
   /// From the next tick on (which keeps its time, even if a wait for it is pending), ticks are `period`
-  /// apart. Throws std::invalid_argument, with nothing changed, if `period` is not positive. O(1).
-  void set_period(const duration& period) {
+  /// apart (any duration type, converted as by the constructors). Throws std::invalid_argument, with nothing
+  /// changed, if the converted period is not positive. O(1).
+  template <typename Rep, typename Period>
+  void set_period(const std::chrono::duration<Rep, Period>& period) {
     state& s = get();
-    checked(period);
+    const duration p = checked(period);
     s.origin = s.tick_time();
     s.next = 0;
-    s.period = period;
+    s.period = p;
   }
 
   /// Aborts the pending wait (operation_aborted) and returns how many were aborted (0 or 1); a new wait may
@@ -273,9 +283,14 @@ class basic_periodic_timer {
     std::shared_ptr<state> state_;
   };
 
-  static const duration& checked(const duration& period) {
-    if (!(period > duration::zero())) throw std::invalid_argument("tock::basic_periodic_timer: period <= 0");
-    return period;
+  // Saturating (std::chrono's conversion would overflow a huge period into a negative one, which would pass
+  // as a wrapped positive one or be refused depending on the bits), then checked in the clock's ticks, so that
+  // a period below one tick is refused rather than becoming a grid whose points all coincide.
+  template <typename Rep, typename Period>
+  static duration checked(const std::chrono::duration<Rep, Period>& period) {
+    const duration p = detail::saturating_cast<duration>(period);
+    if (!(p > duration::zero())) throw std::invalid_argument("tock::basic_periodic_timer: period <= 0");
+    return p;
   }
 
   state& get() const {

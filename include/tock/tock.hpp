@@ -4,6 +4,7 @@
 
 #include <tock/async_sleep.hpp>
 #include <tock/basic_timer.hpp>
+#include <tock/cancel_after.hpp>
 #include <tock/deadline.hpp>
 #include <tock/error.hpp>
 #include <tock/manual_clock.hpp>
