@@ -93,7 +93,7 @@ class initiate_sleep_on_handler_executor {
 /// Completes with void(error_code) at `t` (success), or with operation_aborted when the handler's cancellation
 /// slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
 /// It may complete up to the service's default_slack() late. O(log N); at most one allocation, through the
-/// handler's associated allocator. Thread-safe.
+/// handler's associated allocator. Thread-safe: start from any thread (docs/design.md, "Threads").
 template <typename Executor, typename Clock, typename Duration,
           typename Token = asio::default_completion_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>

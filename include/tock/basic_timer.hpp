@@ -20,7 +20,8 @@ namespace tock {
 /// Unlike Asio's, once cancel() or expires_at() returns, a wait that had already fired but whose handler had
 /// not yet run on its executor completes with operation_aborted.
 ///
-/// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers).
+/// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers). Start, cancel or destroy
+/// from any thread; emit a wait's slot on its handler's executor (docs/design.md, "Threads").
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_timer {
  public:

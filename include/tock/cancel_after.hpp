@@ -4,7 +4,8 @@
 // semantics. The operation gets a cancellation slot of its own; a wait on the caller's timer, started with
 // the operation, emits `type` on it when it completes, whether by expiry or because the timer was cancelled
 // or re-armed meanwhile (as Asio's). The operation completing first cancels the timer. The handler runs once
-// both have ended; the caller's own slot, if any, is forwarded to the operation until then.
+// both have ended; the caller's own slot, if any, is forwarded to the operation until then. Threads: as the
+// timer's (docs/design.md, "Threads").
 #ifndef TOCK_CANCEL_AFTER_HPP
 #define TOCK_CANCEL_AFTER_HPP
 

@@ -26,7 +26,8 @@ class deadline_bound_token;
 ///
 /// Thread safety: distinct objects: safe. Shared objects: unsafe (the lock-free later move relies on it: only
 /// the owner writes the expiry). Bound operations on a context run by several threads need a strand, as
-/// every per-operation cancellation does in Asio.
+/// every per-operation cancellation does in Asio. Operations may be bound from a thread that does not run the
+/// context (docs/design.md, "Threads").
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_deadline {
  public:

@@ -108,7 +108,7 @@ class tick_handler {
 ///
 /// Thread safety: distinct objects: safe. Shared objects: unsafe (as for Asio's timers); the wait's handler
 /// updates the timer's state when it runs or is destroyed, so run it where the timer is used (its executor
-/// or strand).
+/// or strand). See docs/design.md, "Threads".
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>, typename Executor = asio::any_io_executor>
 class basic_periodic_timer {
   using state = detail::periodic_state<Clock, WaitTraits, Executor>;

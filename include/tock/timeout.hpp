@@ -55,7 +55,8 @@ class timeout_t {
 /// Costs one heap entry, O(log N) (or, when `d` repeats, a place in its lane: O(1) but for the lane's oldest)
 /// and one allocation (through the handler's allocator); no timer object. The operation must support per-operation
 /// cancellation of `type`; on a context run by several threads, bind its handler to a strand (cancellation signals are
-/// not thread-safe in Asio). A negative `d` times out at once. On another clock: tock::timeout<tock::manual_clock>(d,
+/// not thread-safe in Asio); it may be started from a thread that does not run the context (docs/design.md,
+/// "Threads"). A negative `d` times out at once. On another clock: tock::timeout<tock::manual_clock>(d,
 /// token).
 template <typename Clock = std::chrono::steady_clock, typename Token, typename Rep, typename Period>
 timeout_t<std::decay_t<Token>, Clock> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,

@@ -17,14 +17,25 @@
 namespace tock::detail {
 
 // A thread-local cache of freed operation blocks, by size class. Two things Asio's recycling allocator does
-// not do: it keeps many blocks (timers are cancelled and restarted in bursts of thousands, which a cache of
-// two blocks per thread cannot absorb), and it adds no tag byte (Asio's turns a 32-byte operation into a
-// 48-byte request, a 64-byte malloc chunk). Classes are malloc's own chunk payloads (24, 40, 56... bytes),
-// so a block costs exactly one chunk. A block freed on another thread joins that thread's cache.
+// not do: it keeps many blocks (timers are cancelled and restarted in batches, which a cache of two blocks per
+// thread cannot absorb), and it adds no tag byte (Asio's turns a 32-byte operation into a 48-byte request, a
+// 64-byte malloc chunk). Classes are malloc's own chunk payloads (24, 40, 56... bytes), so a block costs
+// exactly one chunk. A block freed on another thread joins that thread's cache.
+//
+// What it keeps is bounded by `budget`, and each cached block may pin a page that malloc_trim could otherwise
+// return (after a burst of connections, the blocks lie scattered among the pages the connections used): 16 KiB
+// keeps what a batch of restarts reuses (churn of 100k timers: no measurable change from 128 KiB) while a
+// burst of 2,000 connections leaves 0.86 MB resident instead of 3.4 MB (bench/burst_rss.cpp, bench/README.md).
 class op_memory {
  public:
-  static constexpr std::size_t largest = 248;          // larger blocks go straight to operator new
-  static constexpr std::size_t budget = 128 * 1024;    // bytes a thread keeps cached, all classes together
+  static constexpr std::size_t largest = 248;        // larger blocks go straight to operator new
+  static constexpr std::size_t budget = 16 * 1024;   // bytes a thread keeps cached, all classes together
+
+  // Bytes this thread's cache holds, for tests. O(1).
+  static std::size_t cached_bytes() noexcept {
+    const cache* k = local();
+    return k != nullptr ? k->bytes : 0;
+  }
 
   static void* allocate(std::size_t bytes) {
     if (bytes <= largest) {
