@@ -51,8 +51,8 @@ bool wait_until(Done&& done, steady_clock::duration limit = 10s) {
 // Spins for about `n` short steps: staggers two threads differently from round to round, so that each side
 // of a race comes first in some rounds.
 inline void spin(int n) {
-  volatile int sink = 0;
-  for (int k = 0; k < n * 256; ++k) sink = k;
+  std::atomic<int> steps{0};
+  for (int k = 0; k < n * 256; ++k) steps.fetch_add(1, std::memory_order_relaxed);
 }
 
 // A context run by its own thread until stop().
@@ -125,6 +125,39 @@ BOOST_AUTO_TEST_CASE(sleep_fired_then_context_destroyed_then_slot_emitted) {
         ctx.run();
       },
       error_code());
+}
+
+// The same through tock::timeout around one of Asio's own operations (found by fuzz_threads): the deadline's
+// cancellation, and the user's emit forwarded by the timeout, would reach Asio's canceller in the destroyed
+// context; once the entry has left a service that is gone, the timeout emits nothing. Asio destroys the
+// aborted wait, still queued, with its context: the handler is destroyed once and never called.
+BOOST_AUTO_TEST_CASE(timeout_fired_then_context_destroyed_then_slot_emitted) {
+  asio::cancellation_signal sig;
+  asio::io_context other;
+  auto strand = asio::make_strand(other);
+  completion c;
+  auto sentinel = std::make_shared<int>(0);
+  const std::weak_ptr<int> handler_alive = sentinel;
+  asio::post(strand, [&] { sig.emit(asio::cancellation_type::terminal); });  // runs before the handler
+  {
+    auto ctx = std::make_unique<asio::io_context>();
+    asio::steady_timer inner(*ctx, 1h);
+    inner.async_wait(tock::timeout(
+        0ms, asio::bind_cancellation_slot(
+                 sig.slot(), asio::bind_executor(strand, [&c, held = std::move(sentinel)](const error_code& ec) {
+                   record(c)(ec);
+                 }))));
+    // The entry fires: its cancellation is dispatched to the strand, which does not run yet.
+    for (int i = 0; i < 1000 && service_of(*ctx).stats().fired == 0; ++i) {
+      ctx->restart();
+      ctx->run_one_for(1ms);
+    }
+    BOOST_TEST(service_of(*ctx).stats().fired == 1u);
+  }  // the Asio timer goes first (its wait is queued, aborted), then its context, destroying that wait
+  other.run();
+  BOOST_TEST(c.calls == 0);
+  BOOST_TEST(handler_alive.expired());
+  sig.emit(asio::cancellation_type::terminal);  // the slot was left: nothing of the operation is reached
 }
 
 // --- r2: a timer used by one thread is cancelled, reset, moved onto or destroyed while its handler's strand,

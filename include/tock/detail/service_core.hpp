@@ -10,6 +10,7 @@
 #include <tock/error.hpp>
 #include <tock/timer_stats.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -163,7 +164,10 @@ class service_core : public std::enable_shared_from_this<service_core> {
   void set_owner(op_canceller* owner) noexcept {
     std::lock_guard<futex_mutex> lock(mutex_);
     owner_ = owner;
+    serving_.store(owner != nullptr, std::memory_order_release);
   }
+  // Whether the service (and so its context) still lives. O(1), lock-free.
+  bool serving() const noexcept { return serving_.load(std::memory_order_acquire); }
 
   // An operation's cancellation slot was emitted (on the handler's executor). Once the service is gone the
   // operation has fired or was dropped at shutdown, and its runner (which holds this core) completes it:
@@ -336,6 +340,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   asio::io_context& ctx_;
   futex_mutex mutex_;
   op_canceller* owner_ = nullptr;  // under mutex_: the service, while it lives
+  std::atomic<bool> serving_{false};  // owner_ != nullptr, readable without the lock
   block_pool drain_memory_;
   deferred_queue deferred_;    // under mutex_
   bool drain_posted_ = false;  // a drain is queued and has not taken deferred_ yet

@@ -32,9 +32,10 @@ namespace tock::detail {
 // signal. Such an early cancellation is not emitted into the empty slot: it is left to the initiator, which
 // sends it to the handler's executor once the initiation has returned (see cancel_now and initiated).
 //
-// The state lives until its references are gone: the entry's, the operation's, the initiator's (until the
-// initiation returns) and our handler's in the user's slot, while it is there (the signal may emit it, or
-// destroy it, after the operation was dropped at shutdown: it must still find this state).
+// The state lives until its references are gone: the entry's, the operation's (until the user's slot is left)
+// and the initiator's (until the initiation returns). Our handler in the user's slot is only taken out on the
+// handler's executor: by complete(), or, for an operation dropped without completing, by a slot_leaver sent
+// there (see abandon), so that the signal never finds this state gone.
 template <typename Service, typename Handler, typename Executor, typename Link>
 class timed_op : public Link {
  public:
@@ -46,7 +47,7 @@ class timed_op : public Link {
         executor_(ex), runs_in_context_(runs_in_context), type_(type) {
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
-      state_.fetch_add(1, std::memory_order_relaxed);
+      user_slot_used_ = true;
       user_slot.template emplace<forward_cancellation>(this);  // sets user_slot_hooked_
     }
   }
@@ -74,11 +75,27 @@ class timed_op : public Link {
   }
 
   // The operation was destroyed without completing (its context shut down, or its initiation threw): the
-  // handler is destroyed. The user's slot is left alone (this may be any thread; see forward_cancellation).
+  // handler is destroyed now. This may be any thread, so a handler that runs on another executor leaves the
+  // user's slot there (slot_leaver, holding the operation's reference); in place if that cannot allocate.
   void abandon() noexcept {
     done_.store(true, std::memory_order_release);
     if (leave_service()) release();
+    const asio::cancellation_slot user_slot = asio::get_associated_cancellation_slot(handler_);
     { [[maybe_unused]] Handler dropped(std::move(handler_)); }
+    if (user_slot_used_ && !runs_in_context_) {
+      slot_leaver leaver(this, user_slot);
+      try {
+        asio::dispatch(executor_, std::move(leaver));
+        return;
+      } catch (...) {
+        if (leaver.release())
+          leave_user_slot(user_slot);
+        else
+          return;  // Asio took it: it runs, or is destroyed, there
+      }
+    } else {
+      leave_user_slot(user_slot);
+    }
     release();
   }
 
@@ -99,30 +116,49 @@ class timed_op : public Link {
   static constexpr std::uint32_t cancelled_early = 1u << 29;  // the entry ended meanwhile: initiated() emits
   static constexpr std::uint32_t refs_mask = cancelled_early - 1;
 
-  // Our handler in the user's slot, holding a reference. Its destructor runs when the slot is cleared, when
-  // another handler replaces it, or when the user's signal is destroyed, all on the signal's side: after
-  // that the slot (and the memory of a signal that may be gone) is never touched again. Only complete(), on
-  // the handler's executor, clears it; once the operation is done an emit forwards nothing.
+  // Our handler in the user's slot. Its destructor runs when the slot is cleared, when another handler
+  // replaces it, or when the user's signal is destroyed, all on the signal's side (the handler's executor):
+  // after that the slot (and the memory of a signal that may be gone) is never touched again. Once the
+  // operation is done an emit forwards nothing.
   class forward_cancellation {
    public:
     explicit forward_cancellation(timed_op* self) noexcept : self_(self) { self_->user_slot_hooked_ = true; }
-    ~forward_cancellation() {
-      self_->user_slot_hooked_ = false;
-      self_->release();
-    }
+    ~forward_cancellation() { self_->user_slot_hooked_ = false; }
     forward_cancellation(const forward_cancellation&) = delete;
     forward_cancellation& operator=(const forward_cancellation&) = delete;
     void operator()(asio::cancellation_type type) {
-      if (!self_->done_.load(std::memory_order_acquire)) self_->signal_.emit(type);
+      if (!self_->done_.load(std::memory_order_acquire) && self_->context_alive()) self_->signal_.emit(type);
     }
 
    private:
     timed_op* self_;
   };
 
-  void leave_user_slot() noexcept {
-    if (user_slot_hooked_) asio::get_associated_cancellation_slot(handler_).clear();
+  void leave_user_slot() noexcept { leave_user_slot(asio::get_associated_cancellation_slot(handler_)); }
+  void leave_user_slot(asio::cancellation_slot slot) noexcept {
+    if (user_slot_hooked_) slot.clear();
   }
+
+  // Leaves the user's slot on the handler's executor for an operation dropped without completing; holds the
+  // operation's reference until then (destroyed unrun, its executor shut down: there too).
+  class slot_leaver {
+   public:
+    slot_leaver(timed_op* self, asio::cancellation_slot slot) noexcept : self_(self), slot_(slot) {}
+    slot_leaver(slot_leaver&& other) noexcept : self_(std::exchange(other.self_, nullptr)), slot_(other.slot_) {}
+    slot_leaver& operator=(slot_leaver&&) = delete;
+    ~slot_leaver() { (*this)(); }
+    bool release() noexcept { return std::exchange(self_, nullptr) != nullptr; }
+    void operator()() noexcept {
+      if (timed_op* self = std::exchange(self_, nullptr)) {
+        self->leave_user_slot(slot_);
+        self->release();
+      }
+    }
+
+   private:
+    timed_op* self_;
+    asio::cancellation_slot slot_;
+  };
 
   // Runs the cancellation on the handler's executor; holds the entry's reference until it has run.
   class cancel_runner {
@@ -161,11 +197,21 @@ class timed_op : public Link {
     return s != nullptr && unlink(*s, *this);
   }
 
-  static void on_sleep_entry(sleep_entry* b, service_core&, op_action a, const error_code& ec) {
-    static_cast<timed_op*>(b)->on_entry(a, ec);
+  static void on_sleep_entry(sleep_entry* b, service_core& core, op_action a, const error_code& ec) {
+    static_cast<timed_op*>(b)->on_entry(core, a, ec);
   }
-  static void on_wait_entry(wait_op* b, service_core&, op_action a, const error_code& ec) {
-    static_cast<timed_op*>(b)->on_entry(a, ec);
+  static void on_wait_entry(wait_op* b, service_core& core, op_action a, const error_code& ec) {
+    static_cast<timed_op*>(b)->on_entry(core, a, ec);
+  }
+
+  // Whether the operation's context (the service's: the I/O object's) still lives. Asio's cancellation
+  // handlers call into their service: emitted after that context is gone, they read freed memory (Asio's own
+  // steady_timer does: shared/repro/r1_asio_control.cpp). So once the entry has left the service (dropped at
+  // shutdown, or fired: the core it fired from then says whether its service lives), nothing is emitted into
+  // the operation's slot after its context is gone, whether by the deadline or forwarded from the user's slot.
+  bool context_alive() const noexcept {
+    if (context_gone_.load(std::memory_order_acquire)) return false;
+    return !left_.load(std::memory_order_acquire) || left_core_->serving();
   }
 
   // The entry fired (invoke: the deadline passed; or deliver without an error: it fired, and was queued
@@ -173,13 +219,16 @@ class timed_op : public Link {
   // from the context's run(): the deadline was cancelled or destroyed), or is dropped at shutdown (destroy,
   // discard). The service hooks nothing into a slot for an entry: nothing to unhook. A dispatch that throws
   // before taking the cancellation keeps the entry for its caller to queue again (as complete_op does).
-  void on_entry(op_action a, const error_code& ec) {
+  void on_entry(service_core& core, op_action a, const error_code& ec) {
     if (a == op_action::hooked || a == op_action::unhooked) return;
     service_.store(nullptr, std::memory_order_release);
     if (a == op_action::destroy || a == op_action::discard || a == op_action::shutdown) {
+      context_gone_.store(true, std::memory_order_release);
       release();
       return;
     }
+    left_core_ = core.shared_from_this();
+    left_.store(true, std::memory_order_release);
     const bool timed_out = a == op_action::invoke || !ec;
     if (runs_in_context_) {
       if (cancel_now(timed_out)) release();
@@ -199,7 +248,7 @@ class timed_op : public Link {
   // done. Returns false if the initiation is still running: the reference is then the initiator's, which
   // emits (initiated()).
   bool cancel_now(bool timed_out) {
-    if (done_.load(std::memory_order_acquire)) return true;
+    if (done_.load(std::memory_order_acquire) || !context_alive()) return true;
     if (timed_out) timed_out_.store(true, std::memory_order_release);
     std::uint32_t s = state_.load(std::memory_order_acquire);
     while ((s & initiating) != 0)
@@ -274,10 +323,14 @@ class timed_op : public Link {
   std::atomic<Service*> service_;
   Executor executor_;
   bool runs_in_context_;
-  bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot
+  bool user_slot_used_ = false;    // the handler had a slot: forward_cancellation went into it
+  bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot (its executor's side only)
   asio::cancellation_type type_;
   std::atomic<bool> done_{false};
   std::atomic<bool> timed_out_{false};
+  std::atomic<bool> context_gone_{false};       // the entry was dropped with its context (see context_alive)
+  std::atomic<bool> left_{false};               // the entry fired or was aborted: left_core_ is set
+  std::shared_ptr<service_core> left_core_;     // the core it left, written once before left_
   std::atomic<std::uint32_t> state_{initiating | 3};  // the entry's, the operation's, the initiator's references
 };
 
