@@ -144,9 +144,8 @@ BOOST_AUTO_TEST_CASE(timeout_fired_then_context_destroyed_then_slot_emitted) {
     asio::steady_timer inner(*ctx, 1h);
     inner.async_wait(tock::timeout(
         0ms, asio::bind_cancellation_slot(
-                 sig.slot(), asio::bind_executor(strand, [&c, held = std::move(sentinel)](const error_code& ec) {
-                   record(c)(ec);
-                 }))));
+                 sig.slot(), asio::bind_executor(
+                                 strand, [&c, held = std::move(sentinel)](const error_code& ec) { record(c)(ec); }))));
     // The entry fires: its cancellation is dispatched to the strand, which does not run yet.
     for (int i = 0; i < 1000 && service_of(*ctx).stats().fired == 0; ++i) {
       ctx->restart();
