@@ -133,10 +133,10 @@ inline void print_report(const results& res) {
   value_table(res, "periodic",
               "periodic: CPU ns per tick, N periodic timers every tick due, ratio to asio (re-armed by hand)",
               &row::ns_per_op, 0, {});
-  value_table(res, "periodic", "periodic: heap allocations (operator new) per tick", &row::allocs_per_op, 3, {});
+  value_table(res, "periodic", "periodic: malloc calls per tick", &row::allocs_per_op, 3, {});
   value_table(res, "tasks", "tasks: CPU ns per run of a periodic task, N tasks every run due, ratio to asio",
               &row::ns_per_op, 0, {});
-  value_table(res, "tasks", "tasks: heap allocations (operator new) per run", &row::allocs_per_op, 3, {});
+  value_table(res, "tasks", "tasks: malloc calls per run", &row::allocs_per_op, 3, {});
   value_table(res, "timeouts",
               "timeouts: CPU ns per request (complete + restart with a 30 s limit), N pending, ratio to asio",
               &row::ns_per_op, 0, {{"tock_timeout", "heap"}, {"tock_deadline", "heap"}, {"tock_sleep", "heap"}});

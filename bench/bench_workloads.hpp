@@ -533,7 +533,7 @@ void check_idle() {
 // ---------------------------------------------------------------------------------------------------------
 // periodic: n periodic timers, every tick already due (first tick in the past, period 1 µs), each handler
 // waiting again at once, until `ops` ticks in all have completed. Measured: CPU ns per tick (the wait, the
-// fire, the re-arm) and heap allocations per tick (operator new calls, counted by timer_bench.cpp).
+// fire, the re-arm) and heap allocations per tick (malloc calls, all entry points, counted by timer_bench.cpp).
 
 template <typename S>
 double periodic(std::size_t n, std::size_t ops, double& allocs_per_tick) {
