@@ -75,15 +75,16 @@ inline const char* system_label(const std::string& s) {
   if (s == "asio_cancel_after") return "asio::cancel_after";
   if (s == "watchdog") return "watchdog (asio)";
   if (s == "heap") return "bare heap (floor)";
+  if (s == "no_timeout") return "no time limit (baseline)";
   if (s == "tock_periodic") return "tock::periodic_timer";
   if (s == "tock_tasks") return "tock::schedule_at_fixed_rate";
   return s.c_str();
 }
 
 inline const std::vector<std::string>& all_systems() {
-  static const std::vector<std::string> v = {"asio",          "tock_timer",    "tock_sleep",       "tock_sleep_slack",
-                                             "tock_timeout",  "tock_deadline", "watchdog",         "heap",
-                                             "tock_periodic", "tock_tasks",    "asio_cancel_after"};
+  static const std::vector<std::string> v = {
+      "no_timeout",    "asio",     "tock_timer", "tock_sleep",    "tock_sleep_slack", "tock_timeout",
+      "tock_deadline", "watchdog", "heap",       "tock_periodic", "tock_tasks",       "asio_cancel_after"};
   return v;
 }
 
@@ -140,7 +141,7 @@ inline void print_report(const results& res) {
   value_table(res, "timeouts",
               "timeouts: CPU ns per request (complete + restart with a 30 s limit), N pending, ratio to asio",
               &row::ns_per_op, 0, {{"tock_timeout", "heap"}, {"tock_deadline", "heap"}, {"tock_sleep", "heap"}});
-  value_table(res, "timeouts", "timeouts: heap allocations (operator new) per request", &row::allocs_per_op, 3, {});
+  value_table(res, "timeouts", "timeouts: malloc calls per request", &row::allocs_per_op, 3, {});
   value_table(res, "memory", "memory: bytes of RSS per pending wait (with the timer objects), ratio to asio",
               &row::bytes_per_timer, 1, {});
 
