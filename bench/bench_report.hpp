@@ -120,7 +120,7 @@ inline void value_table(const results& res, const std::string& w, const std::str
 // (`base`, the same request with no time limit), and that overhead's ratio to the reference system's (`ref`,
 // Asio's timer). Each figure is a median of its configuration's repetitions; the difference of two medians of
 // separate processes carries both their noise, so an overhead of a few ns is within it (a negative one is
-// printed as measured).
+// printed as measured). The bare heap has no request object, so it has no overhead over one: not in the table.
 inline double overhead_over(const results& res, const std::string& w, const std::string& s, std::size_t n,
                             const std::string& base) {
   return get(res.find(w, s, n), &row::ns_per_op) - get(res.find(w, base, n), &row::ns_per_op);
@@ -131,7 +131,7 @@ inline void overhead_table(const results& res, const std::string& w, const std::
   if (res.ns(w).empty() || !res.has_system(w, base)) return;
   std::vector<std::string> systems;
   for (const auto& s : all_systems())
-    if (s != base && res.has_system(w, s)) systems.push_back(s);
+    if (s != base && s != "heap" && res.has_system(w, s)) systems.push_back(s);
   std::printf("\n### %s\n\n| N | %s, ns |", title.c_str(), system_label(base));
   for (const auto& s : systems) std::printf(" %s |", system_label(s));
   std::printf("\n|---:|---:|");
