@@ -23,13 +23,15 @@
 //   touch_aborts                operation_aborted completions per touch; stale_allowed: see the check workload
 //
 // The timeouts workload's adapters (below, after the heap) hold request slots instead: request i is a
-// pending_request (bench_request.hpp) limited in time the system's way.
+// pending_request (bench_request.hpp) limited in time the system's way, or not at all (no_timeout, the
+// baseline that the others' overhead is taken over).
 //   start(i, d, h)              request i starts (its slot is free), limited to d from now; h: its handler
 //   complete(i)                 request i completes (success; in place when called inside the context)
 //   close_all()                 every pending request is aborted (operation_aborted), as closing sockets does
 //   in_context(f)               runs f inside the context's run() (post, then poll()); the heap calls f
 //   timer_waits, timer_side     1 if the system's timer completes a wait of its own per request (the idiom:
-//                               cancelled when the request completes), and those completions
+//                               cancelled when the request completes), and those completions (0 and none
+//                               for no_timeout, which has no timer)
 #ifndef TOCK_BENCH_SYSTEMS_HPP
 #define TOCK_BENCH_SYSTEMS_HPP
 
@@ -41,6 +43,7 @@
 #include <tock/tock.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -400,6 +403,34 @@ inline void expect(const heap& s, const counts&, std::uint64_t ok, std::uint64_t
 // The adapter keeps a work guard on the context (the requests hold no work of their own), as a server's
 // listening socket keeps its context running, so that poll() never finds it out of work and stopped.
 
+// The memory of the posted batch (in_context): one block, reused by every batch, since a batch is posted only
+// after the previous one has run. Posted from outside run(), a batch with the default allocator took a malloc
+// call each (Asio recycles memory only inside a context's thread), which every system paid alike; with this
+// one the workload's malloc count per request is the system's alone (0 for the request with no time limit).
+struct batch_block {
+  alignas(std::max_align_t) unsigned char buf[256];
+  bool used = false;
+};
+
+template <typename T>
+struct batch_allocator {
+  using value_type = T;
+  batch_block* block;
+
+  explicit batch_allocator(batch_block& b) noexcept : block(&b) {}
+  template <typename U>
+  batch_allocator(const batch_allocator<U>& other) noexcept : block(other.block) {}
+
+  T* allocate(std::size_t count) {
+    if (block->used || count * sizeof(T) > sizeof block->buf || alignof(T) > alignof(std::max_align_t))
+      fail("batch_allocator: a second batch in flight, or one that does not fit in the block");
+    block->used = true;
+    return reinterpret_cast<T*>(block->buf);
+  }
+  void deallocate(T*, std::size_t) noexcept { block->used = false; }
+  friend bool operator==(const batch_allocator& a, const batch_allocator& b) noexcept { return a.block == b.block; }
+};
+
 struct request_slots {
   using context = asio::io_context;
 
@@ -408,6 +439,7 @@ struct request_slots {
   std::unique_ptr<pending_request[]> req;
   std::size_t n = 0;
   counts timer_side;  // the completions of the systems' own timer waits (asio, tock_timer, tock_sleep)
+  batch_block batch;  // in_context's posted batch
 
   explicit request_slots(asio::io_context& c) : ctx(c), work(c.get_executor()) {}
   void reserve(std::size_t max) {
@@ -421,16 +453,40 @@ struct request_slots {
   }
   template <typename F>
   void in_context(F& f) {
-    asio::post(ctx, [&f] { f(); });
+    asio::post(ctx, asio::bind_allocator(batch_allocator<void>(batch), [&f] { f(); }));
     ctx.poll();
   }
   void poll() { ctx.poll(); }
+  std::size_t pending_requests() const {
+    std::size_t p = 0;
+    for (std::size_t i = 0; i < n; ++i) p += req[i].pending() ? 1 : 0;
+    return p;
+  }
   // One timer object per slot (a deadline, a timer), made on the context.
   template <typename T>
   void make_per_slot(std::vector<T>& objects, std::size_t max) {
     objects.reserve(max);
     for (std::size_t i = 0; i < max; ++i) objects.emplace_back(ctx);
   }
+};
+
+// no_timeout: the baseline, the same request with no time limit: started with the workload's handler as it
+// is, no timer of any kind (no service is created). What another system costs above it is what its time limit
+// adds to a request. Its handler has no cancellation slot, so the request installs no cancellation handler
+// (as an untimed operation would not); the systems whose handler carries a slot (tock_timeout, tock_deadline,
+// asio_cancel_after) pay for that installation as part of their limit.
+struct no_timeout_requests : request_slots {
+  static constexpr const char* name = "no_timeout";
+  static constexpr std::uint64_t timer_waits = 0;
+  static void warm_up(asio::io_context&) {}  // nothing to create: timeouts_warm_up runs the requests' path
+  using request_slots::request_slots;
+
+  template <typename D, typename H>
+  void start(std::size_t i, const D&, H&& h) {
+    req[i].async_wait(std::forward<H>(h));
+  }
+  // No service to ask: the request slots themselves must hold exactly `pending` operations.
+  void verify(std::size_t pending) const { check_count("pending requests", pending_requests(), pending); }
 };
 
 // The handler of a system's own timer wait: a timeout cancels its request (never in the workload's run).

@@ -1,9 +1,9 @@
 // bench/bench_tasks.hpp: the tasks workload: n periodic tasks run on the context's executor, every run
 // already due (first run in the past, period 1 µs, runs caught up back to back), until `ops` runs in all.
 // Measured: CPU ns per run (the wait, the fire, the run, the next wait; tock runs it in place, as it is
-// on the host's own executor, Asio's hand-written loop posts it) and heap
-// allocations per run (operator new calls, counted by timer_bench.cpp); scheduling the tasks is outside the
-// measured phase. Asio: a steady_timer per task, re-armed by hand on the grid after the run it posts;
+// on the host's own executor, Asio's hand-written loop posts it) and heap allocations per run (malloc calls,
+// all entry points, counted by timer_bench.cpp); scheduling the tasks is outside the measured phase.
+// Asio: a steady_timer per task, re-armed by hand on the grid after the run it posts;
 // tock: tock::schedule_at_fixed_rate with missed_ticks::burst.
 #ifndef TOCK_BENCH_TASKS_HPP
 #define TOCK_BENCH_TASKS_HPP

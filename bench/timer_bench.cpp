@@ -7,30 +7,97 @@
 //   timer_bench --report=CSV [--syscalls=CSV]   Markdown tables, ratios to asio, targets met or missed
 //
 // Workloads: fire expire churn touch memory lateness sparse threads check periodic tasks timeouts.
-// Systems:   asio tock_timer tock_sleep tock_deadline tock_timeout watchdog heap tock_periodic tock_tasks (not
-// every workload applies to every system). CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see
-// bench/README.md for what each measures.
+// Systems:   asio tock_timer tock_sleep tock_deadline tock_timeout watchdog heap tock_periodic tock_tasks
+// asio_cancel_after no_timeout (timeouts: the request with no time limit, the baseline); not every workload applies
+// to every system. CPU time is CLOCK_PROCESS_CPUTIME_ID around the measured phase; see bench/README.md for what
+// each measures. Allocations are counted as malloc calls (below).
 #include "bench_report.hpp"
 #include "bench_tasks.hpp"
 #include "bench_util.hpp"
 #include "bench_workloads.hpp"
 
+#include <malloc.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
-// Counts allocations for the periodic, tasks and timeouts workloads (bench::allocations()); else the default.
-void* operator new(std::size_t size) {
+// Counts allocations for the periodic, tasks and timeouts workloads (bench::allocations()) as calls to malloc,
+// at every entry point an allocation can come through: operator new (libstdc++'s calls malloc; its aligned
+// form, aligned_alloc) and what calls the C allocator directly (Asio's recycling allocator and cancellation
+// slots take their memory from aligned_alloc, which a count of operator new calls did not see). Each entry
+// point is replaced here, in the executable, which every library's call resolves to (glibc supports replacing
+// its allocator so), counts one call and forwards to glibc's own implementation (__libc_*), so the memory and
+// its placement are glibc's as before. free is not counted; realloc counts once per call. The count is a
+// thread-local increment (no atomic instruction in the measured phases); check_malloc_counting() proves it is
+// wired before any figure is taken.
+extern "C" {
+void* __libc_malloc(std::size_t) noexcept;
+void* __libc_calloc(std::size_t, std::size_t) noexcept;
+void* __libc_realloc(void*, std::size_t) noexcept;
+void* __libc_memalign(std::size_t, std::size_t) noexcept;
+void* __libc_valloc(std::size_t) noexcept;
+void* __libc_pvalloc(std::size_t) noexcept;
+void __libc_free(void*) noexcept;
+
+void* malloc(std::size_t size) noexcept {
   ++bench::allocation_count;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
+  return __libc_malloc(size);
 }
-// Out of line: GCC's -Wmismatched-new-delete would see free() on a pointer from operator new.
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void* calloc(std::size_t count, std::size_t size) noexcept {
+  ++bench::allocation_count;
+  return __libc_calloc(count, size);
+}
+void* realloc(void* p, std::size_t size) noexcept {
+  ++bench::allocation_count;
+  return __libc_realloc(p, size);
+}
+void* reallocarray(void* p, std::size_t count, std::size_t size) noexcept {
+  ++bench::allocation_count;
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return __libc_realloc(p, bytes);
+}
+void free(void* p) noexcept { __libc_free(p); }
+void* memalign(std::size_t align, std::size_t size) noexcept {
+  ++bench::allocation_count;
+  return __libc_memalign(align, size);
+}
+// glibc 2.36's aligned_alloc is its memalign (one symbol); the C17 rule (a power of two) is checked here, as
+// later glibc does, since nothing here relies on more.
+void* aligned_alloc(std::size_t align, std::size_t size) noexcept {
+  ++bench::allocation_count;
+  if (align == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return __libc_memalign(align, size);
+}
+int posix_memalign(void** out, std::size_t align, std::size_t size) noexcept {
+  ++bench::allocation_count;
+  if (align % sizeof(void*) != 0 || (align & (align - 1)) != 0 || align == 0) return EINVAL;
+  void* p = __libc_memalign(align, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void* valloc(std::size_t size) noexcept {
+  ++bench::allocation_count;
+  return __libc_valloc(size);
+}
+void* pvalloc(std::size_t size) noexcept {
+  ++bench::allocation_count;
+  return __libc_pvalloc(size);
+}
+}
 
 namespace {
 
@@ -63,8 +130,8 @@ using threads_systems = systems<asio_timers, tock_timers>;
 using check_systems = systems<asio_timers, tock_timers, tock_deadlines, watchdog>;
 using periodic_systems = systems<asio_periodic, tock_periodic>;
 using tasks_systems = systems<asio_tasks, tock_tasks>;
-using timeouts_systems = systems<timer_requests<asio::steady_timer>, tock_timeout_requests, tock_deadline_requests,
-                                 timer_requests<tock::timer>, tock_sleep_requests, heap_requests
+using timeouts_systems = systems<no_timeout_requests, timer_requests<asio::steady_timer>, tock_timeout_requests,
+                                 tock_deadline_requests, timer_requests<tock::timer>, tock_sleep_requests, heap_requests
 #if TOCK_ASIO_VERSION >= 103100
                                  ,
                                  asio_cancel_after_requests
@@ -89,6 +156,49 @@ bool applies(const std::string& w, const std::string& s) {
       for (const auto& x : systems)
         if (x == s) return true;
   return false;
+}
+
+// Keeps an allocation the compiler could otherwise elide (a new/delete or malloc/free pair whose pointer is unused).
+inline void escape(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+// Each entry point of the allocation count, tried once: every allocating call must count exactly one malloc call
+// and a release none, or every figure of allocations per operation would be wrong (a count that stayed at 0
+// would report any system as allocation-free).
+void check_malloc_counting() {
+  struct alignas(64) wide {
+    unsigned char b[64];
+  };
+  auto expect_calls = [](const char* what, std::size_t expected, auto&& f) {
+    const std::size_t before = allocations();
+    f();
+    const std::size_t got = allocations() - before;
+    if (got != expected)
+      fail(std::string("malloc counting: ") + what + " counted " + std::to_string(got) + " calls, expected " +
+           std::to_string(expected));
+  };
+  expect_calls("std::make_unique<int> (operator new, then delete)", 1, [] { escape(std::make_unique<int>(1).get()); });
+  expect_calls("aligned operator new, then delete", 1, [] { escape(std::make_unique<wide>().get()); });
+  void* p = nullptr;
+  expect_calls("malloc", 1, [&] { escape(p = std::malloc(24)); });
+  expect_calls("realloc", 1, [&] { escape(p = std::realloc(p, 4096)); });
+  expect_calls("free", 0, [&] { std::free(p); });
+  expect_calls("calloc", 1, [&] { escape(p = std::calloc(3, 8)); });
+  std::free(p);
+  expect_calls("reallocarray", 1, [&] { escape(p = reallocarray(nullptr, 3, 8)); });
+  std::free(p);
+  expect_calls("aligned_alloc", 1, [&] { escape(p = std::aligned_alloc(64, 128)); });
+  std::free(p);
+  int rc = -1;
+  expect_calls("posix_memalign", 1, [&] { rc = posix_memalign(&p, 64, 128); });
+  check(rc == 0, "posix_memalign failed");  // outside: the message is a std::string, which allocates
+  escape(p);
+  std::free(p);
+  expect_calls("memalign", 1, [&] { escape(p = memalign(64, 128)); });
+  std::free(p);
+  expect_calls("valloc", 1, [&] { escape(p = valloc(128)); });
+  std::free(p);
+  expect_calls("pvalloc", 1, [&] { escape(p = pvalloc(128)); });
+  std::free(p);
 }
 
 // Runs `once` `repeats` times and returns the median.
@@ -225,6 +335,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "timer_bench: workload '%s' does not apply to system '%s'\n", w.c_str(), s.c_str());
     return 64;
   }
+  check_malloc_counting();
   const row r = run(w, s, n, repeats, ops);
   if (w == "check") {
     std::fprintf(stderr, "timer_bench: %s: ok\n", current_config.c_str());

@@ -547,4 +547,32 @@ BOOST_AUTO_TEST_CASE(operation_cache_keeps_at_most_its_budget) {
   op_memory::deallocate(p, 40);
 }
 
+// A cache filled by one kind of operation (a burst of sleeps) gives way to the kind in use now (timed
+// requests): else each of those would be a malloc and a free for good (issue 24's bench found it).
+BOOST_AUTO_TEST_CASE(operation_cache_gives_way_to_the_kind_in_use) {
+  using tock::detail::op_memory;
+  if (!TOCK_OP_MEMORY_CACHE) return;  // no cache under ASan: nothing to give way
+  auto burst = [](std::size_t bytes, int n) {
+    std::vector<void*> blocks;
+    for (int i = 0; i < n; ++i) blocks.push_back(op_memory::allocate(bytes));
+    for (void* b : blocks) op_memory::deallocate(b, bytes);
+  };
+  burst(200, 2000);  // fills the budget with 200-byte blocks
+  const std::size_t full = op_memory::cached_bytes();
+  BOOST_TEST(full + 200 > op_memory::budget);
+  burst(40, 100);  // 40-byte operations, now the ones in use
+  BOOST_TEST(op_memory::cached_bytes() <= op_memory::budget);
+  // 100 of them are kept: each allocation of 40 bytes is served from the cache.
+  const std::size_t before = op_memory::cached_bytes();
+  std::vector<void*> again;
+  for (int i = 0; i < 100; ++i) again.push_back(op_memory::allocate(40));
+  BOOST_TEST(before - op_memory::cached_bytes() == 100u * 40u);
+  for (void* b : again) op_memory::deallocate(b, 40);
+  BOOST_TEST(op_memory::cached_bytes() == before);
+  // Only blocks of the class being freed: the cache keeps what it has and frees the rest.
+  burst(40, 2000);
+  BOOST_TEST(op_memory::cached_bytes() <= op_memory::budget);
+  BOOST_TEST(op_memory::cached_bytes() + 40 > op_memory::budget);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

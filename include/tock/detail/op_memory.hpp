@@ -56,7 +56,7 @@ class op_memory {
     if (bytes <= largest) {
       const std::size_t c = class_of(bytes);
       cache* k = local();
-      if (k != nullptr && k->bytes + payload(c) <= budget) {
+      if (k != nullptr && (k->bytes + payload(c) <= budget || k->make_room(c))) {
         block* b = static_cast<block*>(p);
         b->next = k->free[c];
         k->free[c] = b;
@@ -76,6 +76,23 @@ class op_memory {
   struct cache {
     block* free[classes] = {};
     std::size_t bytes = 0;
+
+    // A full cache gives way to the class being freed now: blocks of other classes go back to malloc, the
+    // largest first, until this one fits. Without it a cache filled by one kind of operation (a burst of
+    // sleeps) would turn every later kind (each timed request) into a malloc and a free for good. False if
+    // only blocks of class c are cached: the cache already holds what is in use. O(classes) per evicted block.
+    bool make_room(std::size_t c) noexcept {
+      std::size_t victim = classes;
+      while (bytes + payload(c) > budget) {
+        while (victim > 0 && (victim - 1 == c || free[victim - 1] == nullptr)) --victim;
+        if (victim == 0) return false;
+        block* b = free[victim - 1];
+        free[victim - 1] = b->next;
+        bytes -= payload(victim - 1);
+        ::operator delete(b);
+      }
+      return true;
+    }
     ~cache() {
       dead() = true;
       for (block*& head : free)
