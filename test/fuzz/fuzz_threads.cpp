@@ -785,6 +785,21 @@ struct cross {
     // Teardown, timers first (as Asio requires); the Asio objects on A's own thread.
     for (auto& t : timers) t.reset();
     for (auto& d : dls) d.reset();
+    // An emit into a read's slot (a timeout's, on the handler's strand; or one posted by the fuzzer) reads the
+    // socket's state: a use of the socket, which Asio's rules let no other thread destroy meanwhile (Asio's
+    // cancel_after emits there too). A running strand is drained and the read cancelled (cancel() and an emit
+    // only read that state) and completed before A's thread destroys the socket. A held strand runs nothing
+    // until A is gone, and then a timeout emits nothing into an operation whose context is gone.
+    if (!hold) {
+      run_on(*strand, [] {});
+      run_on(a->get_executor(), [&] { reader->cancel(); });
+      const auto limit = steady::now() + std::chrono::seconds(2);
+      while (reading.load()) {
+        if (steady::now() > limit) fail("progress: a cancelled read did not complete within 2 s");
+        std::this_thread::yield();
+      }
+      run_on(*strand, [] {});
+    }
     run_on(a->get_executor(), [&] {
       st.reset();
       reader.reset();
