@@ -14,7 +14,7 @@
 #         memory.png, latest-server.txt and latest-server.csv (bench/server_bench: CPU ns per request of a
 #         line server with 10k connections, about 1.5 minutes).
 # The full run takes about 3-4 minutes on a 2-core machine, plus about 75 s for the
-# timeouts workload (18 configurations; measured alone, pinned to one core, load 3) (it must stay under 10).
+# timeouts workload (21 configurations with the untimed baseline; about 75 s on an idle machine, 2026-12-03).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
