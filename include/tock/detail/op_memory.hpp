@@ -24,8 +24,8 @@ namespace tock::detail {
 //
 // What it keeps is bounded by `budget`, and each cached block may pin a page that malloc_trim could otherwise
 // return (after a burst of connections, the blocks lie scattered among the pages the connections used). 16 KiB:
-// a burst of 2,000 connections leaves 0.86 MB resident instead of 3.4 MB with 128 KiB, for 10-19% more
-// instructions in batched churn and timeouts (bench/burst_rss.cpp; both measured in bench/README.md).
+// a burst of 2,000 connections leaves 0.86 MB resident instead of 3.4 MB with 128 KiB, for more malloc calls
+// when one batch frees more than the budget (churn; bench/burst_rss.cpp, both measured in bench/README.md).
 class op_memory {
  public:
   static constexpr std::size_t largest = 248;        // larger blocks go straight to operator new
