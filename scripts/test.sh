@@ -6,11 +6,30 @@
 # then the bounded checks: format (clang-format 16, scripts/format.sh --check), docs (scripts/docs.sh: the
 # reference, failing on an undocumented public name), fuzz (each libFuzzer target
 # for 60 s, scripts/fuzz.sh) and soak (the example server under churning load for 60 s, scripts/soak.sh).
-# Usage: scripts/test.sh [format|docs|release|asan|tsan|clang|standalone|fuzz|soak]...  (no argument: all of them)
+# Usage: scripts/test.sh [all|format|docs|release|asan|tsan|clang|standalone|fuzz|soak]...
+#   no argument: the quick tier (format, docs, release: what a change must pass first; ~10 min on 2 cores);
+#   all: every configuration above, in that order (what CI runs: .ci/run).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
-ensure_packages "${TOCK_PACKAGES[@]}" libbenchmark-dev ninja-build clang-16 libclang-rt-16-dev llvm-16 clang-format-16
+
+quick=(format docs release)
+all=(format docs release asan tsan clang standalone fuzz soak)
+configs=()
+for arg in "$@"; do
+    if [[ $arg == all ]]; then configs+=("${all[@]}"); else configs+=("$arg"); fi
+done
+[[ ${#configs[@]} -eq 0 ]] && configs=("${quick[@]}")
+
+# What the chosen configurations need, and only that: the quick tier needs no clang or libFuzzer.
+packages=("${TOCK_PACKAGES[@]}" libbenchmark-dev)
+for name in "${configs[@]}"; do
+    case $name in
+    format) packages+=(clang-format-16) ;;
+    clang | fuzz) packages+=(ninja-build clang-16 libclang-rt-16-dev llvm-16) ;;
+    esac
+done
+ensure_packages "${packages[@]}"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -70,8 +89,6 @@ run_config() {
         (cd "$dir" && "${launcher[@]}" ctest --output-on-failure -j2 2>&1 | tee ctest.log)
 }
 
-configs=("$@")
-[[ ${#configs[@]} -eq 0 ]] && configs=(format docs release asan tsan clang standalone fuzz soak)
 passed=0 failed=0 status=0 report=()
 for name in "${configs[@]}"; do
     [[ -v cmake_args[$name] || -v script_checks[$name] ]] || { echo "unknown configuration: $name" >&2; exit 2; }
