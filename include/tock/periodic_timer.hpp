@@ -258,13 +258,16 @@ class basic_periodic_timer {
 
     executor_type get_executor() const noexcept { return executor_; }
 
+    // Called once, as Asio calls an initiation: the state's reference moves into the tick's handler (a copy
+    // of a deferred operation calls a copy), so that a tick costs one reference count up and one down.
     template <typename Handler>
-    void operator()(Handler&& handler) const {
+    void operator()(Handler&& handler) && {
       state& s = *state_;
       // A deferred initiation may run after its timer was destroyed or assigned over.
       if (!s.timer) throw std::logic_error("tock::basic_periodic_timer: waited on after its destruction");
       if (s.waiting) throw sys::system_error(asio::error::already_started, "tock::periodic_timer");
-      detail::tick_handler<state, std::decay_t<Handler>> tick(state_, s.last_id + 1, std::forward<Handler>(handler));
+      const std::uint64_t id = s.last_id + 1;
+      detail::tick_handler<state, std::decay_t<Handler>> tick(std::move(state_), id, std::forward<Handler>(handler));
       s.waiting = ++s.last_id;  // the tick handler ends it however it ends, including when the start throws
       // Nothing of the grid changes until the wait is in: a start that throws leaves it as it was.
       const time_point at = s.restart ? detail::saturating_add(Clock::now(), s.period) : s.tick_time();
@@ -276,6 +279,10 @@ class basic_periodic_timer {
         s.origin = at;
         s.next = 0;
       }
+    }
+    template <typename Handler>
+    void operator()(Handler&& handler) const& {
+      initiate_wait (*this)(std::forward<Handler>(handler));
     }
 
    private:
