@@ -66,11 +66,11 @@ class timed_op : public Link {
   template <typename... Args>
   void complete(Args&&... args) {
     done_.store(true, std::memory_order_release);
-    if (leave_service()) release();
+    const bool left = leave_service();  // then the entry's reference is ours too: both go in one step
     leave_user_slot();
     Handler handler(std::move(handler_));
     const bool timed_out = timed_out_.load(std::memory_order_acquire);
-    release();
+    release(left ? 2 : 1);
     call(handler, timed_out, std::forward<Args>(args)...);
   }
 
@@ -273,8 +273,8 @@ class timed_op : public Link {
     }
   }
 
-  void release() noexcept {
-    if ((state_.fetch_sub(1, std::memory_order_acq_rel) & refs_mask) == 1) destroy();
+  void release(std::uint32_t refs = 1) noexcept {
+    if ((state_.fetch_sub(refs, std::memory_order_acq_rel) & refs_mask) == refs) destroy();
   }
 
   void destroy() noexcept {
