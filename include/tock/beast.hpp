@@ -48,7 +48,8 @@ namespace tock::beast {
 /// operation completes with operation_aborted), and an operation started after it passed times out at once.
 /// Synchronous calls have no timeout. One pending operation per direction (a connect counts as both), as
 /// Beast. Destroying the stream closes the socket: pending operations complete with operation_aborted.
-/// Moving a stream with operations pending is supported (they keep their timeouts; Beast's lose them).
+/// Do not move a stream with operations pending: Asio's per-operation cancellation, which times them out,
+/// does not follow a moved socket (Beast's timeouts are lost in that case).
 /// See docs/design.md ("Beast's stream") for the flow.
 ///
 /// Thread safety: distinct objects: safe. Shared objects: unsafe; as Beast's, all its operations must run
@@ -92,14 +93,13 @@ class basic_stream {
       : socket_(std::forward<Arg0>(arg0), std::forward<Args>(args)...), read_deadline_(socket_.get_executor()),
         write_deadline_(socket_.get_executor()), rate_(std::forward<RatePolicy_>(policy), socket_.get_executor()) {}
 
-  /// Takes over `other`'s socket, expiries, rate state and pending operations (which keep their timeouts).
-  /// `other` is left as if newly constructed on its executor: no socket open, no timeout. O(pending).
+  /// Takes over `other`'s socket, expiries and rate state; `other` must have no operation pending (see the
+  /// class). `other` is left as if newly constructed on its executor: no socket open, no timeout. O(1).
   basic_stream(basic_stream&& other)
       : socket_(std::move(other.socket_)), read_deadline_(std::move(other.read_deadline_)),
         write_deadline_(std::move(other.write_deadline_)), rate_(std::move(other.rate_)),
         ops_{std::exchange(other.ops_[0], nullptr), std::exchange(other.ops_[1], nullptr)} {
-    for (auto* op : ops_)
-      if (op != nullptr) op->owner = this;
+    assert(ops_[0] == nullptr && ops_[1] == nullptr && "tock::beast: a stream moved with operations pending");
   }
 
   /// Takes over the socket of a stream on another executor type, as Beast: expiries and rate state start
