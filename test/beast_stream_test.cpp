@@ -389,8 +389,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_stream_destroyed_with_operations_pending_aborts_
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(a_read_is_cancelled_through_its_slot_whatever_the_type, Kind, kinds) {
-  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
-                    asio::cancellation_type::total}) {
+  for (auto type :
+       {asio::cancellation_type::terminal, asio::cancellation_type::partial, asio::cancellation_type::total}) {
     asio::io_context ctx;
     tcp_stream_of<Kind> s(ctx);
     tcp::socket peer(ctx);

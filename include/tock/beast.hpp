@@ -57,8 +57,8 @@ namespace tock::beast {
 template <typename Protocol, typename Executor = asio::any_io_executor,
           typename RatePolicy = boost::beast::unlimited_rate_policy>
 class basic_stream {
-  using deadline_type = basic_deadline<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>,
-                                       Executor>;
+  using deadline_type =
+      basic_deadline<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, Executor>;
   using rate_type = detail::beast_rate<RatePolicy, Executor>;
 
  public:
@@ -80,8 +80,7 @@ class basic_stream {
   /// A stream whose socket is constructed from `args` (an executor or context, and what the socket takes;
   /// or a socket_type to move from), with no timeout and a default RatePolicy. O(1) after the context's first
   /// timer service use.
-  template <typename Arg0, typename... Args,
-            std::enable_if_t<!std::is_constructible_v<RatePolicy, Arg0>, int> = 0>
+  template <typename Arg0, typename... Args, std::enable_if_t<!std::is_constructible_v<RatePolicy, Arg0>, int> = 0>
   explicit basic_stream(Arg0&& arg0, Args&&... args)
       : socket_(std::forward<Arg0>(arg0), std::forward<Args>(args)...), read_deadline_(socket_.get_executor()),
         write_deadline_(socket_.get_executor()), rate_(socket_.get_executor()) {}
@@ -229,13 +228,13 @@ class basic_stream {
             std::enable_if_t<asio::is_endpoint_sequence<Endpoints>::value, int> = 0>
   auto async_connect(const Endpoints& endpoints, Token&& token = Token()) {
     return asio::async_initiate<Token, void(error_code, endpoint_type)>(initiate_connect(this), token, endpoints,
-                                                                       boost::beast::detail::any_endpoint());
+                                                                        boost::beast::detail::any_endpoint());
   }
   template <typename Endpoints, typename Condition, typename Token = asio::default_completion_token_t<executor_type>,
             std::enable_if_t<asio::is_endpoint_sequence<Endpoints>::value, int> = 0>
   auto async_connect(const Endpoints& endpoints, Condition condition, Token&& token = Token()) {
     return asio::async_initiate<Token, void(error_code, endpoint_type)>(initiate_connect(this), token, endpoints,
-                                                                       condition);
+                                                                        condition);
   }
   ///@}
 
@@ -245,13 +244,13 @@ class basic_stream {
             std::enable_if_t<!asio::is_endpoint_sequence<Iterator>::value, int> = 0>
   auto async_connect(Iterator begin, Iterator end, Token&& token = Token()) {
     return asio::async_initiate<Token, void(error_code, Iterator)>(initiate_connect(this), token, begin, end,
-                                                                  boost::beast::detail::any_endpoint());
+                                                                   boost::beast::detail::any_endpoint());
   }
   template <typename Iterator, typename Condition, typename Token = asio::default_completion_token_t<executor_type>,
             std::enable_if_t<!asio::is_endpoint_sequence<Iterator>::value, int> = 0>
   auto async_connect(Iterator begin, Iterator end, Condition condition, Token&& token = Token()) {
     return asio::async_initiate<Token, void(error_code, Iterator)>(initiate_connect(this), token, begin, end,
-                                                                  condition);
+                                                                   condition);
   }
   ///@}
 
@@ -289,8 +288,7 @@ class basic_stream {
   template <typename ConstBuffers, typename Token = asio::default_completion_token_t<executor_type>>
   auto async_write_some(const ConstBuffers& buffers, Token&& token = Token()) {
     static_assert(asio::is_const_buffer_sequence<ConstBuffers>::value, "a ConstBufferSequence is needed");
-    return asio::async_initiate<Token, void(error_code, std::size_t)>(initiate_transfer<false>(this), token,
-                                                                      buffers);
+    return asio::async_initiate<Token, void(error_code, std::size_t)>(initiate_transfer<false>(this), token, buffers);
   }
 
  private:

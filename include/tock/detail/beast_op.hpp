@@ -127,16 +127,16 @@ struct associator<Associator, tock::detail::beast_op<Stream, Handler, Dirs>, Def
   }
 };
 
-template <template <typename, typename> class Associator, typename Stream, bool Read, typename Buffers,
-          typename Bound, typename DefaultCandidate>
+template <template <typename, typename> class Associator, typename Stream, bool Read, typename Buffers, typename Bound,
+          typename DefaultCandidate>
 struct associator<Associator, tock::detail::beast_rate_wait<Stream, Read, Buffers, Bound>, DefaultCandidate> {
   using type = typename Associator<Bound, DefaultCandidate>::type;
   static type get(const tock::detail::beast_rate_wait<Stream, Read, Buffers, Bound>& h) noexcept {
     return Associator<Bound, DefaultCandidate>::get(h.bound());
   }
   static auto get(const tock::detail::beast_rate_wait<Stream, Read, Buffers, Bound>& h,
-                  const DefaultCandidate& c) noexcept -> decltype(Associator<Bound, DefaultCandidate>::get(h.bound(),
-                                                                                                            c)) {
+                  const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Bound, DefaultCandidate>::get(h.bound(), c)) {
     return Associator<Bound, DefaultCandidate>::get(h.bound(), c);
   }
 };
