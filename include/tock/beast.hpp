@@ -336,6 +336,31 @@ class basic_stream {
     }
   };
 
+  // The socket's operation, once bound to the deadline: a transfer of at most `allowed` bytes, or a connect.
+  template <bool Read, typename Buffers>
+  struct initiate_io : initiation_base {
+    initiate_io(basic_stream* self, std::size_t allowed, const Buffers& buffers)
+        : initiation_base(self), allowed_(allowed), buffers_(buffers) {}
+    template <typename Bound>
+    void operator()(Bound&& bound) const {
+      this->self_->template start_io<Read>(allowed_, buffers_, std::forward<Bound>(bound));
+    }
+    std::size_t allowed_;
+    Buffers buffers_;
+  };
+  struct initiate_connect_io : initiation_base {
+    using initiation_base::initiation_base;
+    template <typename Bound, typename... Args>
+    void operator()(Bound&& bound, const Args&... args) const {
+      using op_type = std::decay_t<decltype(bound.user_handler())>;
+      auto shielded = op_type::shield(std::forward<Bound>(bound));
+      if constexpr (sizeof...(Args) == 1)
+        this->self_->socket_.async_connect(args..., std::move(shielded));
+      else
+        asio::async_connect(this->self_->socket_, args..., std::move(shielded));
+    }
+  };
+
   // After a rate wait: the operation continues in beast_rate_wait, bound to the deadline like the transfer.
   template <bool Read, typename Buffers>
   struct initiate_rate_wait : initiation_base {
@@ -372,20 +397,24 @@ class basic_stream {
         return;
       }
     }
-    start_io<Read>(allowed, buffers, std::move(bound));
+    asio::async_initiate<decltype(bound), void(error_code, std::size_t)>(
+        initiate_io<Read, Buffers>(this, allowed, buffers), bound);
   }
 
-  template <bool Read, typename Buffers, typename Token>
-  void start_io(std::size_t allowed, const Buffers& buffers, Token&& token) {
+  // `bound`: the deadline's bound handler (its user_handler() is the beast_op).
+  template <bool Read, typename Buffers, typename Bound>
+  void start_io(std::size_t allowed, const Buffers& buffers, Bound&& bound) {
+    using op_type = std::decay_t<decltype(bound.user_handler())>;
+    auto shielded = op_type::shield(std::forward<Bound>(bound));
     if constexpr (rate_type::limited) {
       if constexpr (Read)
-        socket_.async_read_some(boost::beast::buffers_prefix(allowed, buffers), std::forward<Token>(token));
+        socket_.async_read_some(boost::beast::buffers_prefix(allowed, buffers), std::move(shielded));
       else
-        socket_.async_write_some(boost::beast::buffers_prefix(allowed, buffers), std::forward<Token>(token));
+        socket_.async_write_some(boost::beast::buffers_prefix(allowed, buffers), std::move(shielded));
     } else if constexpr (Read) {
-      socket_.async_read_some(buffers, std::forward<Token>(token));
+      socket_.async_read_some(buffers, std::move(shielded));
     } else {
-      socket_.async_write_some(buffers, std::forward<Token>(token));
+      socket_.async_write_some(buffers, std::move(shielded));
     }
   }
 
@@ -393,11 +422,17 @@ class basic_stream {
   void start_connect(Handler&& handler, const Args&... args) {
     detail::beast_op<basic_stream, std::decay_t<Handler>, detail::beast_dirs::connect> op(
         *this, std::forward<Handler>(handler), false);
-    if constexpr (sizeof...(Args) == 1)
-      socket_.async_connect(args..., write_deadline_.bind(std::move(op)));
-    else
-      asio::async_connect(socket_, args..., write_deadline_.bind(std::move(op)));
+    auto bound = write_deadline_.bind(std::move(op));
+    using signature = std::conditional_t<sizeof...(Args) == 1, void(error_code),
+                                         void(error_code, typename connect_result<Args...>::type)>;
+    asio::async_initiate<decltype(bound), signature>(initiate_connect_io(this), bound, args...);
   }
+
+  // What a connect over a sequence or iterators reports besides its error.
+  template <typename First, typename... Rest>
+  struct connect_result {
+    using type = std::conditional_t<asio::is_endpoint_sequence<First>::value, endpoint_type, First>;
+  };
 
   // From beast_op, on the handler's executor, before the user's handler runs: the deadline's
   // tock::error::timed_out becomes Beast's timeout and closes the socket (as Beast's timer does); a transfer

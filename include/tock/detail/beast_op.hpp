@@ -39,7 +39,7 @@ class beast_op : public beast_op_link<Stream> {
     this->owner = &s;
     link();
   }
-  beast_op(beast_op&& other) : handler_(std::move(other.handler_)), empty_(other.empty_) {
+  beast_op(beast_op&& other) : handler_(std::move(other.handler_)), empty_(other.empty_), signal_() {
     this->owner = std::exchange(other.owner, nullptr);
     link();
   }
@@ -49,6 +49,18 @@ class beast_op : public beast_op_link<Stream> {
   // The stream, or null if it is gone. (The rate continuation asks, through the bound operation.)
   Stream* stream() const noexcept { return this->owner; }
   const Handler& handler() const noexcept { return handler_; }
+
+  // Puts the socket's cancellation behind this operation: `bound` (the deadline's bound handler, whose
+  // user_handler() is *this) gets a slot handler that passes a cancellation on only while the stream exists,
+  // and the socket's operation gets this operation's own signal. The bound operation emits on its executor
+  // when its deadline passes or is destroyed, and the user's slot forwards through it: the socket's canceller
+  // reads the socket, which is gone with a destroyed stream. Called once *this is in the bound operation.
+  template <typename Bound>
+  static auto shield(Bound&& bound) {
+    const beast_op& self = bound.user_handler();
+    asio::get_associated_cancellation_slot(bound).template emplace<forward_cancellation>(&self);
+    return asio::bind_cancellation_slot(self.signal_.slot(), std::forward<Bound>(bound));
+  }
 
   template <typename... Args>
   void operator()(error_code ec, Args&&... args) {
@@ -78,8 +90,22 @@ class beast_op : public beast_op_link<Stream> {
     if (writes && this->owner->ops_[1] == this) this->owner->ops_[1] = nullptr;
   }
 
+  class forward_cancellation {
+   public:
+    explicit forward_cancellation(const beast_op* self) noexcept : self_(self) {}
+    void operator()(asio::cancellation_type type) const {
+      if (self_->owner != nullptr) self_->signal_.emit(type);
+    }
+
+   private:
+    const beast_op* self_;
+  };
+
   Handler handler_;
   bool empty_;  // a transfer of no bytes: Beast applies its timeout after the fact
+  // The socket operation's slot (see shield). Used only while *this is in the bound operation, reached there
+  // through its const user_handler(); a move starts a new one.
+  mutable asio::cancellation_signal signal_;
 };
 
 // An operation that waited for its rate limit: holds the deadline's bound handler (`Bound`, whose
