@@ -2,14 +2,16 @@
 # Build tock in Release (build/release) and run the examples: sleep and attach, then the line-echo server
 # under load: the server in the background on 127.0.0.1 (an ephemeral port), the load generator against it
 # (2,600 connections of four kinds for 3 s, with short server limits), then SIGINT to the server, which
-# prints its counters as it exits. Running takes about 5 s once built.
+# prints its counters as it exits; then the Beast HTTP server on tock::beast::tcp_stream: curl, 2 s of wrk
+# (100 keep-alive connections), idle and slowloris clients that its limits must close, and its counters.
+# Running takes about 10 s once built.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
-ensure_packages "${TOCK_PACKAGES[@]}"
+ensure_packages "${TOCK_PACKAGES[@]}" curl wrk
 
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release
-cmake --build build/release -j"$(nproc)" --target sleep attach server loadgen
+cmake --build build/release -j"$(nproc)" --target sleep attach server loadgen http_server
 for example in sleep attach; do
     echo "== examples/$example"
     "build/release/examples/$example"
@@ -48,4 +50,28 @@ wait "$server_pid" || server_status=$?
 server_pid=
 tail -n +2 "$server_out"
 echo "loadgen exit status $loadgen_status, server exit status $server_status"
+[[ $loadgen_status -eq 0 && $server_status -eq 0 ]]
+
+echo "== examples/http_server (tock::beast::tcp_stream) + curl + wrk + examples/loadgen"
+http_args=(--stream tock --idle-ms 1000 --header-ms 1000 --body-ms 1000 --write-ms 1000)
+echo "\$ http_server ${http_args[*]} &"
+build/release/examples/http_server "${http_args[@]}" >"$server_out" &
+server_pid=$!
+port=$(wait_for_port "$server_pid" "$server_out")
+[[ -n $port ]] || { echo "the HTTP server did not start" >&2; cat "$server_out" >&2; exit 1; }
+head -n 1 "$server_out"
+echo "\$ curl -si http://127.0.0.1:$port/"
+curl -si --max-time 5 "http://127.0.0.1:$port/"
+echo "\$ wrk -t2 -c100 -d2s http://127.0.0.1:$port/"
+timeout 30 wrk -t2 -c100 -d2s "http://127.0.0.1:$port/"
+echo "\$ loadgen 127.0.0.1:$port --active 0 --idle 200 --slowloris 100 --nonreading 0 --duration-ms 3000"
+loadgen_status=0
+timeout 30 build/release/examples/loadgen "127.0.0.1:$port" --active 0 --idle 200 --slowloris 100 --nonreading 0 \
+    --duration-ms 3000 --interval-ms 200 || loadgen_status=$?
+kill -INT "$server_pid"
+server_status=0
+wait "$server_pid" || server_status=$?
+server_pid=
+tail -n +2 "$server_out"
+echo "loadgen exit status $loadgen_status, http_server exit status $server_status"
 [[ $loadgen_status -eq 0 && $server_status -eq 0 ]]
