@@ -22,7 +22,7 @@ done
 [[ ${#configs[@]} -eq 0 ]] && configs=("${quick[@]}")
 
 # What the chosen configurations need, and only that: the quick tier needs no clang or libFuzzer.
-packages=("${TOCK_PACKAGES[@]}" libbenchmark-dev)
+packages=("${TOCK_PACKAGES[@]}" libbenchmark-dev libssl-dev) # libssl-dev: beast_stream_test's SSL cases
 for name in "${configs[@]}"; do
     case $name in
     format) packages+=(clang-format-16) ;;
