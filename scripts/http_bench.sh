@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
 ensure_packages "${TOCK_PACKAGES[@]}" wrk
+ensure_packages gnuplot-nox >/dev/null 2>&1 || echo "no gnuplot: no plot" >&2
 rounds=${1:-3} seconds=${2:-5}
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$(nproc)" --target http_server loadgen >/dev/null
@@ -115,9 +116,9 @@ done
 } | tee "$txt"
 
 if command -v gnuplot >/dev/null; then
-    gnuplot -e "set terminal pngcairo size 800,450; set output '$out/latest-http.png'; set datafile separator ',';
-        set title 'HTTP server CPU per request (scripts/http_bench.sh)'; set ylabel 'us per request'; set key top left;
+    gnuplot -e "set terminal pngcairo size 800,450 noenhanced; set output '$out/latest-http.png'; set datafile separator ',';
+        set title 'HTTP server CPU per request (scripts/http_bench.sh)'; set ylabel 'us per request'; set key bottom right;
         set style data points; set xrange [0.5:6.5]; set xtics ('none 100' 1, 'beast 100' 2, 'tock 100' 3, 'none 1000' 4, 'beast 1000' 5, 'tock 1000' 6);
-        plot '$csv' using ((\$3 eq 'none' ? 1 : \$3 eq 'beast' ? 2 : 3) + (\$2 == 1000 ? 3 : 0)):6 every ::1 pt 7 title 'one run'" 2>/dev/null ||
+        plot '$csv' using ((strcol(3) eq 'none' ? 1 : strcol(3) eq 'beast' ? 2 : 3) + (\$2 == 1000 ? 3 : 0)):6 every ::1 pt 7 title 'one run'" 2>/dev/null ||
         echo "gnuplot failed: no plot" >&2
 fi
