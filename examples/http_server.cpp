@@ -75,7 +75,8 @@ options parse(int argc, char** argv) {
         const auto ms = [&] { return std::chrono::milliseconds(number(arg, value, day_ms)); };
         if (arg == "--stream") {
             opt.stream = value;
-            if (opt.stream != "tock" && opt.stream != "beast" && opt.stream != "none") usage("unknown stream " + opt.stream);
+            if (opt.stream != "tock" && opt.stream != "beast" && opt.stream != "none")
+                usage("unknown stream " + opt.stream);
         } else if (arg == "--port") {
             opt.port = static_cast<unsigned short>(number(arg, value, 65535));
         } else if (arg == "--idle-ms") {
@@ -111,7 +112,9 @@ long rss_kib() {
 std::chrono::microseconds cpu_time() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    const auto us = [](const timeval& t) { return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec); };
+    const auto us = [](const timeval& t) {
+        return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
+    };
     return us(u.ru_utime) + us(u.ru_stime);
 }
 
@@ -152,7 +155,9 @@ asio::awaitable<void> session(Stream& stream, const options& opt, counters& c) {
         parser.body_limit(1 << 20);
         limit(stream, opt.header);
         if (auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, token); ec) {
-            ++(timed_out(ec) ? c.closed_header : ec == http::error::end_of_stream ? c.closed_by_client : c.bad_requests);
+            ++(timed_out(ec)                      ? c.closed_header
+               : ec == http::error::end_of_stream ? c.closed_by_client
+                                                  : c.bad_requests);
             break;
         }
         if (!parser.is_done()) {
@@ -251,9 +256,10 @@ int main(int argc, char** argv) {
               << "\nclosed_write: " << c.closed_write << "\nbad_requests: " << c.bad_requests
               << "\ncpu_us: " << cpu.count() << "\ncpu_us_per_request: "
               << (c.requests > 0 ? static_cast<double>(cpu.count()) / static_cast<double>(c.requests) : 0.0)
-              << "\nmax_rss_kib: " << [] {
-                     rusage u{};
-                     getrusage(RUSAGE_SELF, &u);
-                     return u.ru_maxrss;
-                 }() << std::endl;
+              << "\nmax_rss_kib: " <<
+        [] {
+            rusage u{};
+            getrusage(RUSAGE_SELF, &u);
+            return u.ru_maxrss;
+        }() << std::endl;
 }
