@@ -28,38 +28,40 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "\$ server ${server_args[*]} &"
-build/release/examples/server "${server_args[@]}" >"$server_out" &
-server_pid=$!
-port=$(wait_for_port "$server_pid" "$server_out")
-if [[ -z $port ]]; then
-    echo "the server did not start" >&2
-    cat "$server_out" >&2
-    exit 1
-fi
-head -n 1 "$server_out"
+# start_server NAME ARGS...: examples/NAME in the background; sets server_pid and port, shows its first line.
+start_server() {
+    local name=$1
+    shift
+    echo "\$ $name $* &"
+    "build/release/examples/$name" "$@" >"$server_out" &
+    server_pid=$!
+    port=$(wait_for_port "$server_pid" "$server_out")
+    [[ -n $port ]] || { echo "$name did not start" >&2; cat "$server_out" >&2; exit 1; }
+    head -n 1 "$server_out"
+}
+# stop_server NAME: SIGINT, then its counters; fails unless it and the load generator before it exited 0.
+stop_server() {
+    echo "\$ kill -INT $server_pid"
+    kill -INT "$server_pid"
+    local status=0
+    wait "$server_pid" || status=$?
+    server_pid=
+    tail -n +2 "$server_out"
+    echo "loadgen exit status $loadgen_status, $1 exit status $status"
+    [[ $loadgen_status -eq 0 && $status -eq 0 ]]
+}
+
+start_server server "${server_args[@]}"
 
 echo "\$ loadgen 127.0.0.1:$port ${loadgen_args[*]}"
 loadgen_status=0
 timeout 30 build/release/examples/loadgen "127.0.0.1:$port" "${loadgen_args[@]}" || loadgen_status=$?
 
-echo "\$ kill -INT $server_pid"
-kill -INT "$server_pid"
-server_status=0
-wait "$server_pid" || server_status=$?
-server_pid=
-tail -n +2 "$server_out"
-echo "loadgen exit status $loadgen_status, server exit status $server_status"
-[[ $loadgen_status -eq 0 && $server_status -eq 0 ]]
+stop_server server
 
 echo "== examples/http_server (tock::beast::tcp_stream) + curl + wrk + examples/loadgen"
 http_args=(--stream tock --idle-ms 1000 --header-ms 1000 --body-ms 1000 --write-ms 1000)
-echo "\$ http_server ${http_args[*]} &"
-build/release/examples/http_server "${http_args[@]}" >"$server_out" &
-server_pid=$!
-port=$(wait_for_port "$server_pid" "$server_out")
-[[ -n $port ]] || { echo "the HTTP server did not start" >&2; cat "$server_out" >&2; exit 1; }
-head -n 1 "$server_out"
+start_server http_server "${http_args[@]}"
 echo "\$ curl -si http://127.0.0.1:$port/"
 curl -si --max-time 5 "http://127.0.0.1:$port/"
 echo "\$ wrk -t2 -c100 -d2s http://127.0.0.1:$port/"
@@ -68,10 +70,4 @@ echo "\$ loadgen 127.0.0.1:$port --active 0 --idle 200 --slowloris 100 --nonread
 loadgen_status=0
 timeout 30 build/release/examples/loadgen "127.0.0.1:$port" --active 0 --idle 200 --slowloris 100 --nonreading 0 \
     --duration-ms 3000 --interval-ms 200 || loadgen_status=$?
-kill -INT "$server_pid"
-server_status=0
-wait "$server_pid" || server_status=$?
-server_pid=
-tail -n +2 "$server_out"
-echo "loadgen exit status $loadgen_status, http_server exit status $server_status"
-[[ $loadgen_status -eq 0 && $server_status -eq 0 ]]
+stop_server http_server

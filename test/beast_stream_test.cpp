@@ -192,6 +192,38 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_read_or_write_of_no_bytes_completes_at_once, Kin
   check_service_idle<Kind>(ctx);
 }
 
+// Blocking calls (no timeout, as Beast): connect to a sequence of endpoints and over iterators, with a condition
+// and with an error_code; read_some and write_some, throwing and with an error_code.
+BOOST_AUTO_TEST_CASE_TEMPLATE(blocking_connect_forms_and_transfers, Kind, kinds) {
+  asio::io_context ctx;
+  tcp::acceptor acceptor(ctx, loopback());
+  const std::vector<tcp::endpoint> eps{acceptor.local_endpoint()};
+  const auto any = [](const error_code&, const tcp::endpoint&) { return true; };
+  error_code ec;
+  std::vector<tcp::socket> peers;
+  for (int form = 0; form < 5; ++form) {
+    tcp_stream_of<Kind> s(ctx);
+    switch (form) {
+      case 0: BOOST_CHECK(s.connect(eps) == eps[0]); break;
+      case 1: BOOST_CHECK(s.connect(eps, ec) == eps[0] && !ec); break;
+      case 2: BOOST_CHECK(s.connect(eps, any) == eps[0]); break;
+      case 3: BOOST_CHECK(s.connect(eps.begin(), eps.end()) == eps.begin()); break;
+      default: BOOST_CHECK(s.connect(eps.begin(), eps.end(), any, ec) == eps.begin() && !ec); break;
+    }
+    peers.push_back(acceptor.accept());
+    BOOST_CHECK_EQUAL(s.write_some(asio::buffer("ab", 2)), 2u);
+    char buf[2];
+    BOOST_CHECK_EQUAL(asio::read(peers.back(), asio::buffer(buf)), 2u);
+    asio::write(peers.back(), asio::buffer("cd", 2));
+    BOOST_CHECK_EQUAL(s.read_some(asio::buffer(buf), ec), 2u);
+    BOOST_CHECK(!ec);
+    BOOST_CHECK_EQUAL(s.write_some(asio::buffer("e", 1), ec), 1u);
+    BOOST_CHECK(!ec);
+    asio::write(peers.back(), asio::buffer("f", 1));
+    BOOST_CHECK_EQUAL(s.read_some(asio::buffer(buf, 1)), 1u);
+  }
+}
+
 // --- Timeouts
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(a_read_times_out_and_closes_the_socket, Kind, kinds) {

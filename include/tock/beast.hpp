@@ -178,39 +178,12 @@ class basic_stream {
   /// iterators, with an optional condition): no timeout. Throws system_error, or sets `ec`.
   void connect(const endpoint_type& ep) { socket_.connect(ep); }
   void connect(const endpoint_type& ep, error_code& ec) { socket_.connect(ep, ec); }
-  template <typename Endpoints, std::enable_if_t<asio::is_endpoint_sequence<Endpoints>::value, int> = 0>
-  endpoint_type connect(const Endpoints& endpoints) {
-    return asio::connect(socket_, endpoints);
-  }
-  template <typename Endpoints, std::enable_if_t<asio::is_endpoint_sequence<Endpoints>::value, int> = 0>
-  endpoint_type connect(const Endpoints& endpoints, error_code& ec) {
-    return asio::connect(socket_, endpoints, ec);
-  }
-  template <typename Endpoints, typename Condition,
-            std::enable_if_t<asio::is_endpoint_sequence<Endpoints>::value, int> = 0>
-  endpoint_type connect(const Endpoints& endpoints, Condition condition) {
-    return asio::connect(socket_, endpoints, condition);
-  }
-  template <typename Endpoints, typename Condition,
-            std::enable_if_t<asio::is_endpoint_sequence<Endpoints>::value, int> = 0>
-  endpoint_type connect(const Endpoints& endpoints, Condition condition, error_code& ec) {
-    return asio::connect(socket_, endpoints, condition, ec);
-  }
-  template <typename Iterator>
-  Iterator connect(Iterator begin, Iterator end) {
-    return asio::connect(socket_, begin, end);
-  }
-  template <typename Iterator>
-  Iterator connect(Iterator begin, Iterator end, error_code& ec) {
-    return asio::connect(socket_, begin, end, ec);
-  }
-  template <typename Iterator, typename Condition>
-  Iterator connect(Iterator begin, Iterator end, Condition condition) {
-    return asio::connect(socket_, begin, end, condition);
-  }
-  template <typename Iterator, typename Condition>
-  Iterator connect(Iterator begin, Iterator end, Condition condition, error_code& ec) {
-    return asio::connect(socket_, begin, end, condition, ec);
+  // Every other form is asio::connect's own (sequence or iterators, condition, error_code): forwarded.
+  template <typename First, typename... Rest>
+    requires(!std::is_convertible_v<const First&, const endpoint_type&>)
+  auto connect(const First& first, Rest&&... rest)
+      -> decltype(asio::connect(std::declval<socket_type&>(), first, std::forward<Rest>(rest)...)) {
+    return asio::connect(socket_, first, std::forward<Rest>(rest)...);
   }
   ///@}
 
@@ -257,21 +230,13 @@ class basic_stream {
   ///@{
   /// Blocking read_some / write_some on the socket: no timeout, no rate limit (as Beast). Throws
   /// system_error, or sets `ec`.
-  template <typename MutableBuffers>
-  std::size_t read_some(const MutableBuffers& buffers) {
-    return socket_.read_some(buffers);
+  template <typename MutableBuffers, typename... Ec>  // Ec: none, or error_code
+  std::size_t read_some(const MutableBuffers& buffers, Ec&... ec) {
+    return socket_.read_some(buffers, ec...);
   }
-  template <typename MutableBuffers>
-  std::size_t read_some(const MutableBuffers& buffers, error_code& ec) {
-    return socket_.read_some(buffers, ec);
-  }
-  template <typename ConstBuffers>
-  std::size_t write_some(const ConstBuffers& buffers) {
-    return socket_.write_some(buffers);
-  }
-  template <typename ConstBuffers>
-  std::size_t write_some(const ConstBuffers& buffers, error_code& ec) {
-    return socket_.write_some(buffers, ec);
+  template <typename ConstBuffers, typename... Ec>
+  std::size_t write_some(const ConstBuffers& buffers, Ec&... ec) {
+    return socket_.write_some(buffers, ec...);
   }
   ///@}
 
