@@ -130,9 +130,11 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// Gives a new timer's entry the default slack. O(1).
   void construct(implementation_type& impl) noexcept { impl.slack = default_slack(); }
 
-  /// Aborts the timer's waits (operation_aborted) and removes it from the heap.
+  /// Aborts the timer's waits (operation_aborted) and removes it from the heap; a deadline's bound operations
+  /// are detached: they go on without a limit (timed_op::on_entry says why).
   void destroy(implementation_type& impl) noexcept {
     locked_section section(*this);
+    section.detach_bound();
     take_waits_locked(section, impl, static_cast<std::size_t>(-1));
     queue_.remove_timer(impl);
   }
@@ -292,7 +294,9 @@ class basic_timer_service : public asio::execution_context::service, private det
   // The lock of a call that takes waits out. Once the call is done it lets the driver go if no wait is left
   // in the heap and the parked work if none is parked, unlocks, posts the drain of the completions the call
   // deferred, and only then drops the parked work: were the context's work count to reach zero first, it
-  // would stop with those completions still queued.
+  // would stop with those completions still queued. Deadlines' bound operations that the call aborted are
+  // not queued: they are cancelled right after the unlock, on this thread, or detached if the call destroys
+  // their deadline (timed_op::on_entry says why).
   class locked_section {
    public:
     explicit locked_section(basic_timer_service& s) : service_(s), lock_(s.core_->mutex()) {}
@@ -306,10 +310,21 @@ class basic_timer_service : public asio::execution_context::service, private det
       std::unique_ptr<work_guard> idle = std::move(service_.idle_work_);
       lock_.unlock();
       if (drain_) service_.core_->post_drain();
+      if (!bound_.empty()) service_.core_->run_now(bound_.take_all());
     }
+
+    // The waits taken out are those of a deadline going away: its bound operations are detached.
+    void detach_bound() noexcept { detach_ = true; }
 
     template <typename Op>
     void defer(Op& op, detail::deferred how = detail::deferred::aborted) noexcept {
+      if constexpr (std::is_same_v<Op, wait_op>) {
+        if (op.bound && how == detail::deferred::aborted) {
+          ++(detach_ ? service_.core_->stats_locked().withdrawn : service_.core_->stats_locked().aborted);
+          bound_.push_back(op, detach_ ? detail::deferred::fired : how);  // `fired`: detached (run_now)
+          return;
+        }
+      }
       drain_ |= service_.core_->defer_locked(op, how);
     }
 
@@ -317,6 +332,8 @@ class basic_timer_service : public asio::execution_context::service, private det
     basic_timer_service& service_;
     std::unique_lock<detail::futex_mutex> lock_;
     bool drain_ = false;
+    bool detach_ = false;
+    detail::deferred_queue bound_;  // aborted bound operations, cancelled (or detached) once unlocked
   };
 
   // Allocates the operation (of kind Op: timer_wait_op or sleep_op) for a handler, with the handler's
