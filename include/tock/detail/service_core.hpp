@@ -223,7 +223,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   std::size_t drain_fallbacks() const { return drain_memory_.fallbacks(); }
 
   // Completes now, on this thread and unlocked, deadlines' bound operations taken out apart (see
-  // basic_timer_service::locked_section): `aborted` ones are cancelled, `fired` ones detached. One whose
+  // detail/locked_section.hpp): `aborted` ones are cancelled, `fired` ones detached. One whose
   // dispatch throws is queued with those after it for a drain, as the drain itself does (a batch is all of one
   // kind: a call either cancels or destroys its deadline); the exception goes no further. Never throws.
   void run_now(deferred_queue::batch b) noexcept {

@@ -65,7 +65,7 @@ struct wait_op {
   bool checked_at_run = false;
   // A deadline's bound operation (timed_op): cancelled by its deadline's cancel() right after the lock is let
   // go, on the cancelling thread, not queued behind a drain; detached when its deadline goes away (see
-  // basic_timer_service::locked_section).
+  // detail/locked_section.hpp).
   bool bound = false;
   std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
