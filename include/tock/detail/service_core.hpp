@@ -239,8 +239,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
           completion_kept = false;
           return;
         }
-      } else {
-        op->next = nullptr;
+      } else {  // its `next` keeps the queue's link: a detach() racing with this finds it taken already
         op->complete(op, *this, op_action::detach, error_code());
       }
       l = next;
