@@ -584,10 +584,12 @@ BOOST_FIXTURE_TEST_CASE(deadline_binds_again_after_cancel, pending_read) {
   check_idle<manual_clock>(ctx);
 }
 
-BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all, pending_read) {
+// A deadline that goes away aborts its waits and leaves its bound operations to their I/O objects, without a
+// limit (timed_op::on_entry: a cancellation then could reach an I/O object already destroyed).
+BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_waits_detaches_bound_operations_and_frees_all, pending_read) {
   allocation_counts counts;
   const counting_allocator<void> alloc(counts);
-  auto dl = std::make_unique<manual_deadline>(ctx, never);
+  auto dl = std::make_unique<manual_deadline>(ctx, 5ms);
   read(dl->bind(asio::bind_allocator(alloc, record_io(r))));
   asio::steady_timer t(ctx, never);
   completion timer_wait;
@@ -598,16 +600,24 @@ BOOST_FIXTURE_TEST_CASE(deadline_destroyed_aborts_bound_operations_and_frees_all
   BOOST_CHECK_GT(counts.live_bytes.load(), 0);
   dl.reset();
   BOOST_CHECK_EQUAL(service_of<manual_clock>(ctx).pending(), 0u);
-  BOOST_REQUIRE(run_until_idle(ctx));
-  BOOST_CHECK_EQUAL(r.calls, 1);
-  BOOST_CHECK_EQUAL(r.ec, aborted);
-  BOOST_CHECK_EQUAL(timer_wait.calls, 1);
-  BOOST_CHECK_EQUAL(timer_wait.ec, aborted);
+  advance_by(ctx, 10ms);  // past the limit the deadline had
   BOOST_CHECK_EQUAL(wait.calls, 1);
   BOOST_CHECK_EQUAL(wait.ec, aborted);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  BOOST_CHECK_EQUAL(timer_wait.calls, 0);
+  // They end as their I/O objects say, with their own results.
+  asio::write(s.client, asio::buffer("x", 1));
+  t.cancel();
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(!r.ec);
+  BOOST_CHECK_EQUAL(r.bytes, 1u);
+  BOOST_CHECK_EQUAL(timer_wait.calls, 1);
+  BOOST_CHECK_EQUAL(timer_wait.ec, aborted);
   BOOST_CHECK_EQUAL(counts.allocations.load(), counts.deallocations.load());
   BOOST_CHECK_EQUAL(counts.live_bytes.load(), 0);
   BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
+  BOOST_CHECK(service_of<manual_clock>(ctx).stats().balanced());
 }
 
 BOOST_AUTO_TEST_CASE(shutdown_destroys_deadline_wait_and_bound_sleep_once) {
@@ -757,6 +767,76 @@ BOOST_AUTO_TEST_CASE(deadline_at_time_point_from_context_or_executor) {
   BOOST_CHECK_EQUAL(c.calls, 1);
   BOOST_CHECK(!c.ec);
   BOOST_CHECK(c.virtual_at == t);
+}
+
+// cancel() inside the context cancels the bound operations before it returns, as a socket's cancel() would:
+// the caller may destroy the socket next.
+BOOST_AUTO_TEST_CASE(deadline_cancelled_in_context_cancels_bound_operation_before_it_returns) {
+  asio::io_context ctx;
+  manual_deadline dl(ctx, 1h);
+  cancellation_record rec;
+  completion c;
+  async_wait_for_cancellation(ctx, rec, dl.bind(record(c)));
+  int emitted_on_return = -1;
+  asio::post(ctx, [&] {
+    dl.cancel();
+    emitted_on_return = rec.emitted;
+  });
+  run_until_idle(ctx);
+  BOOST_CHECK_EQUAL(emitted_on_return, 1);
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(c.ec == asio::error::operation_aborted);
+}
+
+// Moving onto a deadline detaches its bound operations, as its destruction does; they keep no limit.
+BOOST_FIXTURE_TEST_CASE(deadline_moved_onto_detaches_bound_operations, pending_read) {
+  manual_deadline dl(ctx, 5ms), other(ctx, 1h);
+  read(dl.bind(record_io(r)));
+  dl = std::move(other);
+  advance_by(ctx, 10ms);
+  BOOST_CHECK_EQUAL(r.calls, 0);
+  asio::write(s.client, asio::buffer("x", 1));
+  BOOST_REQUIRE(run_until_idle(ctx));
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(!r.ec);
+}
+
+// The same with a real socket, as a connection object's members go (the deadline declared after the socket
+// is destroyed first): under ASan, the previous code read the freed socket.
+BOOST_AUTO_TEST_CASE(connection_destroyed_in_context_with_bound_read_pending) {
+  asio::io_context ctx;
+  struct connection {
+    explicit connection(asio::io_context& c) : sockets(c), dl(c, 1h) {}
+    socket_pair sockets;
+    manual_deadline dl;
+  };
+  auto conn = std::make_unique<connection>(ctx);
+  std::array<char, 16> buf{};
+  io_result r;
+  conn->sockets.client.async_read_some(asio::buffer(buf), conn->dl.bind(record_io(r)));
+  asio::post(ctx, [&] { conn.reset(); });
+  run_until_idle(ctx);
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(r.ec == asio::error::operation_aborted);
+}
+
+// The other member order: the socket goes first (its read's completion is queued, its cancellation handler
+// still in the slot), then the deadline, whose cancellation must then not reach the destroyed socket.
+BOOST_AUTO_TEST_CASE(connection_destroyed_socket_first_in_context_with_bound_read_pending) {
+  asio::io_context ctx;
+  struct connection {
+    explicit connection(asio::io_context& c) : dl(c, 1h), sockets(c) {}
+    manual_deadline dl;
+    socket_pair sockets;
+  };
+  auto conn = std::make_unique<connection>(ctx);
+  std::array<char, 16> buf{};
+  io_result r;
+  conn->sockets.client.async_read_some(asio::buffer(buf), conn->dl.bind(record_io(r)));
+  asio::post(ctx, [&] { conn.reset(); });
+  run_until_idle(ctx);
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(r.ec == asio::error::operation_aborted);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

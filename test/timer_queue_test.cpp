@@ -23,7 +23,7 @@ void never(wait_op*, tock::detail::service_core&, tock::detail::op_action, const
 void never_sleep(sleep_entry*, tock::detail::service_core&, tock::detail::op_action, const tock::error_code&) {}
 
 struct test_wait : wait_op {
-  test_wait() : wait_op{&never, nullptr, false, 0} {}
+  test_wait() : wait_op{&never, nullptr, false, false, 0} {}
 };
 struct test_sleep : sleep_entry {
   test_sleep() : sleep_entry(&never_sleep) {}

@@ -22,7 +22,10 @@ class deadline_bound_token;
 /// bound operations at the new time (Beast's tcp_stream::expires_after, for any operation and with no timer
 /// per stream). Operations started with bind(token) are cancelled and report tock::error::timed_out when the
 /// deadline passes; async_wait() completes then. Use one deadline per direction for distinct read and write
-/// limits. Destroying or cancel()ing it aborts its waits and cancels its bound operations (operation_aborted).
+/// limits. cancel() aborts its waits and cancels its bound operations (operation_aborted) before it returns
+/// when called on their handlers' executor. Destroying it (or assigning over it) aborts its waits and lets its
+/// bound operations go on without a limit: the deadline and the I/O object of a connection go away together,
+/// in either order, and a cancellation then would reach an I/O object already gone (docs/design.md, "Threads").
 ///
 /// Thread safety: distinct objects: safe. Shared objects: unsafe (the lock-free later move relies on it: only
 /// the owner writes the expiry). Bound operations on a context run by several threads need a strand, as
@@ -72,8 +75,8 @@ class basic_deadline {
   /// executor alone: same service and executor (a copy), expiry time_point::max(), usable. O(attached).
   basic_deadline(basic_deadline&& other) : object_(std::move(other.object_), time_point::max()) {}
 
-  /// Aborts this deadline's waits and bound operations, then takes over `other`'s; `other` is left as after
-  /// a move construction. O(attached).
+  /// Aborts this deadline's waits and detaches its bound operations (as destruction does), then takes over
+  /// `other`'s; `other` is left as after a move construction. O(attached).
   basic_deadline& operator=(basic_deadline&& other) {
     object_.assign(std::move(other.object_), time_point::max());
     return *this;
@@ -82,7 +85,8 @@ class basic_deadline {
   basic_deadline(const basic_deadline&) = delete;
   basic_deadline& operator=(const basic_deadline&) = delete;
 
-  // Aborts waits and cancels bound operations. O(log N + attached). (timer_object's destructor)
+  // Aborts waits and detaches bound operations (they go on without a limit). O(log N + attached).
+  // (timer_object's destructor)
 
   /// The executor given at construction (a copy; a moved-from deadline keeps it). O(1).
   executor_type get_executor() noexcept { return object_.get_executor(); }
@@ -106,7 +110,8 @@ class basic_deadline {
     expires_at(detail::saturating_add(Clock::now(), d));
   }
 
-  /// Aborts pending waits (operation_aborted) and cancels bound operations; returns how many. O(attached).
+  /// Aborts pending waits (operation_aborted) and cancels bound operations, at once when called on their
+  /// handlers' executor (else dispatched there); returns how many. O(attached).
   std::size_t cancel() { return object_.service().cancel(object_.impl()); }
 
   /// Completes with void(error_code) when the deadline passes (success), or operation_aborted on cancel()

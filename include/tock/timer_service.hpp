@@ -4,6 +4,7 @@
 
 #include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
+#include <tock/detail/locked_section.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/service_lookup.hpp>
 #include <tock/detail/slot_cancellation.hpp>
@@ -130,9 +131,11 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// Gives a new timer's entry the default slack. O(1).
   void construct(implementation_type& impl) noexcept { impl.slack = default_slack(); }
 
-  /// Aborts the timer's waits (operation_aborted) and removes it from the heap.
+  /// Aborts the timer's waits (operation_aborted) and removes it from the heap; a deadline's bound operations
+  /// are detached: they go on without a limit (timed_op::on_entry says why).
   void destroy(implementation_type& impl) noexcept {
     locked_section section(*this);
+    section.detach_bound();
     take_waits_locked(section, impl, static_cast<std::size_t>(-1));
     queue_.remove_timer(impl);
   }
@@ -198,8 +201,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// The same with the default slack.
   template <typename Handler, typename IoExecutor>
   void async_sleep_until(const time_point& t, Handler&& handler, const IoExecutor& io_ex) {
-    sleep_time at{t, default_slack(), duration::zero()};
-    start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
+    async_sleep_until(t, default_slack(), std::forward<Handler>(handler), io_ex);
   }
 
   /// A sleep until `t` that was computed as now + `span`: the same, but sleeps of a repeated span (the idle,
@@ -214,8 +216,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// The same with the default slack.
   template <typename Handler, typename IoExecutor>
   void async_sleep_for(const time_point& t, const duration& span, Handler&& handler, const IoExecutor& io_ex) {
-    sleep_time at{t, default_slack(), span};
-    start<detail::sleep_op>(at, std::forward<Handler>(handler), io_ex);
+    async_sleep_for(t, span, default_slack(), std::forward<Handler>(handler), io_ex);
   }
 
   /// Whether a handler with associated executor `ex` is called in place by the driver (it is this io_context's
@@ -289,35 +290,9 @@ class basic_timer_service : public asio::execution_context::service, private det
     return slack;
   }
 
-  // The lock of a call that takes waits out. Once the call is done it lets the driver go if no wait is left
-  // in the heap and the parked work if none is parked, unlocks, posts the drain of the completions the call
-  // deferred, and only then drops the parked work: were the context's work count to reach zero first, it
-  // would stop with those completions still queued.
-  class locked_section {
-   public:
-    explicit locked_section(basic_timer_service& s) : service_(s), lock_(s.core_->mutex()) {}
-    locked_section(basic_timer_service& s, std::unique_lock<detail::futex_mutex>& held) noexcept
-        : service_(s), lock_(std::move(held)) {}
-    locked_section(const locked_section&) = delete;
-    locked_section& operator=(const locked_section&) = delete;
-    ~locked_section() {
-      service_.driver_.disarm_if_idle_locked();
-      if (service_.queue_.parked_waits() == 0) service_.idle_work_ = std::move(service_.parked_work_);
-      std::unique_ptr<work_guard> idle = std::move(service_.idle_work_);
-      lock_.unlock();
-      if (drain_) service_.core_->post_drain();
-    }
-
-    template <typename Op>
-    void defer(Op& op, detail::deferred how = detail::deferred::aborted) noexcept {
-      drain_ |= service_.core_->defer_locked(op, how);
-    }
-
-   private:
-    basic_timer_service& service_;
-    std::unique_lock<detail::futex_mutex> lock_;
-    bool drain_ = false;
-  };
+  template <typename>
+  friend class detail::locked_section;
+  using locked_section = detail::locked_section<basic_timer_service>;
 
   // Allocates the operation (of kind Op: timer_wait_op or sleep_op) for a handler, with the handler's
   // executor as its target unless that is the context's own, and starts it at `where` (a timer, or a time).

@@ -333,12 +333,20 @@ struct run {
     }
   }
 
+  // cancel(): waits are aborted, bound reads may be.
   void abort_deadline(int d) {
     for (auto& w : m.waits) {
       if (w.done() || w.decided) continue;
       if (w.k == kind::deadline_wait && w.owner == d) m.decide(w, aborted);
       if (w.k == kind::bound_read && w.dl == d) w.expect |= aborted;
     }
+  }
+
+  // The deadline goes away (destroyed, assigned over): waits are aborted, bound reads go on without a limit
+  // (the caller unbinds them from `d`); one whose deadline had passed may have timed out already.
+  void release_deadline(int d) {
+    for (auto& w : m.waits)
+      if (!w.done() && !w.decided && w.k == kind::deadline_wait && w.owner == d) m.decide(w, aborted);
   }
 
   // The deadline at `d` passed (or may have): its bound reads may time out.
@@ -484,7 +492,7 @@ struct run {
       case 3: {
         const int to = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
         if (to == d || !deadlines[d] || !deadlines[to] || dl_moved_from[d]) break;
-        abort_deadline(to);
+        release_deadline(to);
         *deadlines[to] = std::move(*deadlines[d]);
         move_deadline_model(d, to);
         break;
@@ -546,7 +554,7 @@ struct run {
 
   void destroy_deadline(int d) {
     if (!deadlines[d]) return;
-    if (!dl_moved_from[d] || TOCK_FUZZ_KNOWN_BUGS) abort_deadline(d);
+    if (!dl_moved_from[d] || TOCK_FUZZ_KNOWN_BUGS) release_deadline(d);
     deadlines[d].reset();
     for (auto& w : m.waits) {  // waits on this index are all decided now; keep them apart from a new one
       if (w.k == kind::deadline_wait && w.owner == d) w.owner = -1;

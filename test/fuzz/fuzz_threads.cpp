@@ -414,6 +414,7 @@ struct cross {
   std::array<std::optional<steady_deadline>, 2> dls;
   std::array<steady::time_point, 2> dl_expiry{};
   std::array<std::vector<int>, 2> dl_waits;
+  std::array<std::vector<int>, 2> dl_bound;  // its bound operations: detached, not aborted, when it goes away
   std::optional<asio::steady_timer> st;  // an operation to time out: a wait that never ends by itself
   std::optional<socket_type> reader, writer;
   std::atomic<bool> reading{false};
@@ -614,8 +615,14 @@ struct cross {
       case 8:
         if (!dls[d]) break;
         switch (in.ConsumeIntegralInRange<int>(0, 2)) {
-          case 0: dls[d]->cancel(); break;
-          case 1: dls[d].reset(); break;
+          case 0:
+            dls[d]->cancel();
+            abort_all(dl_bound[d]);
+            break;
+          case 1:
+            dls[d].reset();
+            dl_bound[d].clear();  // they go on without a limit
+            break;
           default:
             if (dls[1 - d])
               *dls[1 - d] = std::move(*dls[d]);
@@ -624,6 +631,8 @@ struct cross {
             abort_all(dl_waits[1 - d]);
             dl_waits[1 - d] = std::move(dl_waits[d]);
             dl_waits[d].clear();
+            dl_bound[1 - d] = std::move(dl_bound[d]);  // those of the deadline assigned over are detached
+            dl_bound[d].clear();
             dl_expiry[1 - d] = dl_expiry[d];
             dl_expiry[d] = steady::time_point::max();  // left as if made from its executor alone
             if (in.ConsumeBool()) dls[d].reset();
@@ -641,7 +650,7 @@ struct cross {
         if (dls[d]) {
           const auto type = pick_type();
           const int id = timed(on_strand, s, [&](auto h) { return dls[d]->bind(std::move(h), type); });
-          if (id >= 0) dl_waits[d].push_back(id);
+          if (id >= 0) dl_bound[d].push_back(id);
         }
         break;
       case 11: {  // an operation with a tock::timeout, already due or never
@@ -673,7 +682,7 @@ struct cross {
         if (dls[d] && in.ConsumeBool()) {
           const int id =
               start(time_point::max(), on_strand, s, [&](auto h) { st->async_wait(dls[d]->bind(std::move(h))); });
-          if (id >= 0) dl_waits[d].push_back(id);
+          if (id >= 0) dl_bound[d].push_back(id);
         } else {
           const int id = start(time_point::max(), on_strand, s,
                                [&](auto h) { st->async_wait(tock::timeout(-milliseconds(1), std::move(h))); });
@@ -750,7 +759,10 @@ struct cross {
         ids.insert(ids.end(), timer_waits[t].begin(), timer_waits[t].end());
     const auto now = steady::now();
     for (int d = 0; d < 2; ++d)
-      if (dls[d] && !(now < dl_expiry[d])) ids.insert(ids.end(), dl_waits[d].begin(), dl_waits[d].end());
+      if (dls[d] && !(now < dl_expiry[d])) {
+        ids.insert(ids.end(), dl_waits[d].begin(), dl_waits[d].end());
+        ids.insert(ids.end(), dl_bound[d].begin(), dl_bound[d].end());
+      }
     return ids;
   }
 

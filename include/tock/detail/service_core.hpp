@@ -222,6 +222,30 @@ class service_core : public std::enable_shared_from_this<service_core> {
   // Drains whose operation did not fit the core's block, for tests.
   std::size_t drain_fallbacks() const { return drain_memory_.fallbacks(); }
 
+  // Completes now, on this thread and unlocked, deadlines' bound operations taken out apart (see
+  // detail/locked_section.hpp): `aborted` ones are cancelled, `fired` ones detached. One whose
+  // dispatch throws is queued with those after it for a drain, as the drain itself does (a batch is all of one
+  // kind: a call either cancels or destroys its deadline); the exception goes no further. Never throws.
+  void run_now(deferred_queue::batch b) noexcept {
+    for (deferred_queue::link l = b.first; l != 0;) {
+      const deferred_queue::link next = deferred_queue::next_of(l, b);
+      auto* op = static_cast<wait_op*>(deferred_queue::address(l));
+      if (deferred_queue::how(l) == deferred::aborted) {
+        completion_kept = false;
+        try {
+          complete(l, true);
+        } catch (...) {  // what is left is queued under a drain: nothing is lost
+          requeue({completion_kept ? l : next, b.last});
+          completion_kept = false;
+          return;
+        }
+      } else {  // its `next` keeps the queue's link: a detach() racing with this finds it taken already
+        op->complete(op, *this, op_action::detach, error_code());
+      }
+      l = next;
+    }
+  }
+
   // Posts the drain that defer_locked() asked for. Never allocates (see the constructor).
   void post_drain() { asio::post(ctx_.get_executor(), drain{shared_from_this()}); }
 

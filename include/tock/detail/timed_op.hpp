@@ -185,7 +185,7 @@ class timed_op : public Link {
     if constexpr (std::is_same_v<Link, sleep_entry>)
       return sleep_entry(&on_sleep_entry);
     else
-      return wait_op{&on_wait_entry, nullptr, false, 0};
+      return wait_op{&on_wait_entry, nullptr, false, true, 0};
   }
 
   static bool unlink(Service& s, sleep_entry& entry) { return s.unschedule(entry); }
@@ -215,10 +215,20 @@ class timed_op : public Link {
   }
 
   // The entry fired (invoke: the deadline passed; or deliver without an error: it fired, and was queued
-  // again because its cancellation could not be dispatched), was aborted (deliver with operation_aborted,
-  // from the context's run(): the deadline was cancelled or destroyed), or is dropped at shutdown (destroy,
-  // discard). The service hooks nothing into a slot for an entry: nothing to unhook. A dispatch that throws
-  // before taking the cancellation keeps the entry for its caller to queue again (as complete_op does).
+  // again because its cancellation could not be dispatched), was aborted (deliver with operation_aborted: the
+  // deadline's cancel(), on the cancelling thread once the service has let go of its lock), was detached (its
+  // deadline destroyed or assigned over), or is dropped at shutdown (destroy, discard).
+  //
+  // Why an abort is not queued and a detach emits nothing: an emit into the operation's slot reaches its I/O
+  // object's cancellation handler, which reads the I/O object (a socket's reads its reactor data), so it must
+  // come while that object exists. A server that destroys a connection destroys its socket and its deadline in
+  // either order, in one go: an emit queued behind the deadline's destruction would find the socket gone, and
+  // one made in place would find it gone when the socket went first. So a deadline that goes away lets its
+  // operations go on without it (the socket's own destruction aborts them), and cancel(), which the user calls
+  // as a socket's cancel(), cancels them before it returns when the caller is on the handler's executor (else
+  // it is dispatched there). A fire runs inside the context's run() and emits in place. The service hooks
+  // nothing into a slot for an entry: nothing to unhook. A dispatch that throws before taking the cancellation
+  // keeps the entry for its caller to queue again.
   void on_entry(service_core& core, op_action a, const error_code& ec) {
     if (a == op_action::hooked || a == op_action::unhooked) return;
     service_.store(nullptr, std::memory_order_release);
@@ -229,8 +239,9 @@ class timed_op : public Link {
     }
     left_core_ = core.shared_from_this();
     left_.store(true, std::memory_order_release);
+    if (a == op_action::detach) return release();  // its deadline is gone: no limit, nothing emitted
     const bool timed_out = a == op_action::invoke || !ec;
-    if (runs_in_context_) {
+    if (runs_in_context_ && a == op_action::invoke) {
       if (cancel_now(timed_out)) release();
       return;
     }

@@ -21,6 +21,8 @@ enum class op_action {
   discard,  // a deferred completion is dropped unrun (its context shut down): destroy the handler
   shutdown, // the service shuts down with the wait pending: destroy the handler, without invoking it
   destroy,  // the wait could not be started: destroy the handler in place, on the starting thread
+  detach,   // a deadline's bound entry left its deadline, which is going away (destroyed or assigned over): the
+            // operation goes on without a time limit (timed_op; never a timer wait or a sleep)
 };
 
 // An operation's completion function. Which function it holds also says whether the service's handler is in
@@ -61,6 +63,10 @@ struct wait_op {
   // Completes on an executor other than the context's own, so its handler runs some time after it fires.
   // Such a wait stays in its ring until it runs, so that a cancel() in between still aborts it.
   bool checked_at_run = false;
+  // A deadline's bound operation (timed_op): cancelled by its deadline's cancel() right after the lock is let
+  // go, on the cancelling thread, not queued behind a drain; detached when its deadline goes away (see
+  // detail/locked_section.hpp).
+  bool bound = false;
   std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
 
