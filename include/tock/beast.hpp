@@ -347,7 +347,7 @@ class basic_stream {
   template <bool Read, typename Handler, typename Buffers>
   void start_transfer(Handler&& handler, const Buffers& buffers) {
     constexpr auto dirs = Read ? detail::beast_dirs::read : detail::beast_dirs::write;
-    const bool empty = holds_no_bytes(buffers);
+    const bool empty = detail::holds_no_bytes(buffers);
     if (empty && ops_[Read ? 0 : 1] != nullptr) {
       // As Beast (its issue 2065): an SSL stream's zero-length transfer beside a pending one succeeds.
       asio::post(get_executor(), asio::append(std::forward<Handler>(handler), error_code(), std::size_t(0)));
@@ -366,16 +366,6 @@ class basic_stream {
     }
     asio::async_initiate<decltype(bound), void(error_code, std::size_t)>(
         initiate_io<Read, Buffers>(this, allowed, buffers), bound);
-  }
-
-  // Whether a buffer sequence is empty, stopping at its first non-empty buffer: Beast's serializer hands a
-  // response over as one view of many pieces, whose full walk (buffer_bytes) costs more than the rest of a
-  // transfer's own work.
-  template <typename Buffers>
-  static bool holds_no_bytes(const Buffers& buffers) {
-    for (auto it = asio::buffer_sequence_begin(buffers), end = asio::buffer_sequence_end(buffers); it != end; ++it)
-      if (asio::const_buffer(*it).size() != 0) return false;
-    return true;
   }
 
   // `bound`: the deadline's bound handler (its user_handler() is the beast_op).
