@@ -2,8 +2,8 @@
 // Beast's stream (the control) and tock's, on loopback sockets, and expects the same results. Timeouts are
 // tens of milliseconds and the cases assert what happened (a timeout, or none) and in which order, with
 // margins, never how long a machine took. Here: reading, writing, timeouts, cancel, close, destruction and
-// connecting; beast_stream_test.protocols.cpp: rate limits, HTTP, WebSocket, SSL, moves, and where tock
-// promises more.
+// connecting; in beast_stream_test.protocols.cpp, .websocket.cpp and .ssl.cpp: rate limits, HTTP, moves,
+// where tock promises more, WebSocket and SSL.
 #include "beast_stream_support.hpp"
 #include "test_asio.hpp"
 #include "test_support.hpp"

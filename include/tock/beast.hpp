@@ -113,7 +113,10 @@ class basic_stream {
   /// stream again. O(pending).
   ~basic_stream() {
     for (auto* op : ops_)
-      if (op != nullptr) op->owner = nullptr;
+      if (op != nullptr) {
+        op->owner = nullptr;
+        op->io_slot.clear();
+      }
     close();
   }
 
@@ -318,11 +321,10 @@ class basic_stream {
     template <typename Bound, typename... Args>
     void operator()(Bound&& bound, const Args&... args) const {
       using op_type = std::decay_t<decltype(bound.user_handler())>;
-      auto shielded = op_type::shield(std::forward<Bound>(bound));
       if constexpr (sizeof...(Args) == 1)
-        this->self_->socket_.async_connect(args..., std::move(shielded));
+        this->self_->socket_.async_connect(args..., op_type::hook_io(std::forward<Bound>(bound)));
       else
-        asio::async_connect(this->self_->socket_, args..., std::move(shielded));
+        asio::async_connect(this->self_->socket_, args..., op_type::hook_io(std::forward<Bound>(bound)));
     }
   };
 
@@ -345,7 +347,7 @@ class basic_stream {
   template <bool Read, typename Handler, typename Buffers>
   void start_transfer(Handler&& handler, const Buffers& buffers) {
     constexpr auto dirs = Read ? detail::beast_dirs::read : detail::beast_dirs::write;
-    const bool empty = boost::beast::buffer_bytes(buffers) == 0;
+    const bool empty = detail::holds_no_bytes(buffers);
     if (empty && ops_[Read ? 0 : 1] != nullptr) {
       // As Beast (its issue 2065): an SSL stream's zero-length transfer beside a pending one succeeds.
       asio::post(get_executor(), asio::append(std::forward<Handler>(handler), error_code(), std::size_t(0)));
@@ -370,16 +372,17 @@ class basic_stream {
   template <bool Read, typename Buffers, typename Bound>
   void start_io(std::size_t allowed, const Buffers& buffers, Bound&& bound) {
     using op_type = std::decay_t<decltype(bound.user_handler())>;
-    auto shielded = op_type::shield(std::forward<Bound>(bound));
     if constexpr (rate_type::limited) {
       if constexpr (Read)
-        socket_.async_read_some(boost::beast::buffers_prefix(allowed, buffers), std::move(shielded));
+        socket_.async_read_some(boost::beast::buffers_prefix(allowed, buffers),
+                                op_type::hook_io(std::forward<Bound>(bound)));
       else
-        socket_.async_write_some(boost::beast::buffers_prefix(allowed, buffers), std::move(shielded));
+        socket_.async_write_some(boost::beast::buffers_prefix(allowed, buffers),
+                                 op_type::hook_io(std::forward<Bound>(bound)));
     } else if constexpr (Read) {
-      socket_.async_read_some(buffers, std::move(shielded));
+      socket_.async_read_some(buffers, op_type::hook_io(std::forward<Bound>(bound)));
     } else {
-      socket_.async_write_some(buffers, std::move(shielded));
+      socket_.async_write_some(buffers, op_type::hook_io(std::forward<Bound>(bound)));
     }
   }
 

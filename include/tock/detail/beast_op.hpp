@@ -4,6 +4,10 @@
 #define TOCK_DETAIL_BEAST_OP_HPP
 
 #include <tock/config.hpp>
+#include <tock/error.hpp>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/error.hpp>
 
 #include <cstddef>
 #include <type_traits>
@@ -14,12 +18,26 @@ namespace tock::detail {
 // Which directions of the stream an operation occupies: a connect counts as both (as in Beast).
 enum class beast_dirs : unsigned char { read = 1, write = 2, connect = 3 };
 
-// The stream's view of an operation it started: the stream it belongs to, null once that stream is gone. The
-// stream keeps a pointer to its pending operation of each direction (Stream::ops_) and clears `owner` when
-// it is destroyed; a move of the stream re-points it.
+// Whether a buffer sequence is empty, stopping at its first non-empty buffer: Beast's serializer hands a
+// response over as one view of many pieces, whose full walk (buffer_bytes) costs more than the rest of a
+// transfer's own work.
+template <typename Buffers>
+bool holds_no_bytes(const Buffers& buffers) {
+  for (auto it = asio::buffer_sequence_begin(buffers), end = asio::buffer_sequence_end(buffers); it != end; ++it)
+    if (asio::const_buffer(*it).size() != 0) return false;
+  return true;
+}
+
+// The stream's view of an operation it started: the stream it belongs to, null once that stream is gone, and
+// the slot the socket's operation hooked its canceller into (the bound operation's, where the deadline's and
+// the user's cancellations arrive). The stream keeps a pointer to its pending operation of each direction
+// (Stream::ops_); its destructor clears `owner`, and clears `io_slot` before the socket goes: the socket's
+// canceller reads the socket, and a cancellation may still come after the stream (a cancel() dispatched from
+// another thread, an expiry queued on a strand). A move of the stream re-points `owner`.
 template <typename Stream>
 struct beast_op_link {
   Stream* owner = nullptr;
+  mutable asio::cancellation_slot io_slot;  // set once in the bound operation (see beast_op::hook_io)
 };
 
 // The user's handler, wrapped so that the stream can find it, and find out at completion whether the
@@ -39,8 +57,9 @@ class beast_op : public beast_op_link<Stream> {
     this->owner = &s;
     link();
   }
-  beast_op(beast_op&& other) : handler_(std::move(other.handler_)), empty_(other.empty_), signal_() {
+  beast_op(beast_op&& other) : handler_(std::move(other.handler_)), empty_(other.empty_) {
     this->owner = std::exchange(other.owner, nullptr);
+    this->io_slot = other.io_slot;
     link();
   }
   beast_op& operator=(beast_op&&) = delete;
@@ -50,16 +69,13 @@ class beast_op : public beast_op_link<Stream> {
   Stream* stream() const noexcept { return this->owner; }
   const Handler& handler() const noexcept { return handler_; }
 
-  // Puts the socket's cancellation behind this operation: `bound` (the deadline's bound handler, whose
-  // user_handler() is *this) gets a slot handler that passes a cancellation on only while the stream exists,
-  // and the socket's operation gets this operation's own signal. The bound operation emits on its executor
-  // when its deadline passes or is destroyed, and the user's slot forwards through it: the socket's canceller
-  // reads the socket, which is gone with a destroyed stream. Called once *this is in the bound operation.
+  // Records where the socket's operation, started with `bound` (the deadline's bound handler, whose
+  // user_handler() is *this), hooks its canceller, for the stream's destructor. Called once *this is in the
+  // bound operation, just before the socket's operation starts.
   template <typename Bound>
-  static auto shield(Bound&& bound) {
-    const beast_op& self = bound.user_handler();
-    asio::get_associated_cancellation_slot(bound).template emplace<forward_cancellation>(&self);
-    return asio::bind_cancellation_slot(self.signal_.slot(), std::forward<Bound>(bound));
+  static Bound&& hook_io(Bound&& bound) noexcept {
+    bound.user_handler().io_slot = asio::get_associated_cancellation_slot(bound);
+    return std::forward<Bound>(bound);
   }
 
   template <typename... Args>
@@ -71,6 +87,8 @@ class beast_op : public beast_op_link<Stream> {
         s->on_connect_done(ec);
       else
         s->on_transfer_done(Dirs == beast_dirs::read, empty_, ec, args...);
+    } else if (ec == tock::error::timed_out) {  // the stream went after its expiry passed: Beast's code all the same
+      ec = boost::beast::error::timeout;
     }
     std::move(handler_)(ec, std::forward<Args>(args)...);
   }
@@ -90,22 +108,8 @@ class beast_op : public beast_op_link<Stream> {
     if (writes && this->owner->ops_[1] == this) this->owner->ops_[1] = nullptr;
   }
 
-  class forward_cancellation {
-   public:
-    explicit forward_cancellation(const beast_op* self) noexcept : self_(self) {}
-    void operator()(asio::cancellation_type type) const {
-      if (self_->owner != nullptr) self_->signal_.emit(type);
-    }
-
-   private:
-    const beast_op* self_;
-  };
-
   Handler handler_;
   bool empty_;  // a transfer of no bytes: Beast applies its timeout after the fact
-  // The socket operation's slot (see shield). Used only while *this is in the bound operation, reached there
-  // through its const user_handler(); a move starts a new one.
-  mutable asio::cancellation_signal signal_;
 };
 
 // An operation that waited for its rate limit: holds the deadline's bound handler (`Bound`, whose
