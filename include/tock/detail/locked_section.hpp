@@ -31,7 +31,7 @@ class locked_section {
     auto idle = std::move(service_.idle_work_);
     lock_.unlock();
     if (drain_) service_.core_->post_drain();
-    if (!bound_.empty()) service_.core_->run_now(bound_.take_all());
+    if (!bound_.empty()) service_.core_->run_now(bound_.take_all(), detach_);
   }
 
   // The waits taken out are those of a deadline going away: its bound operations are detached.
@@ -42,7 +42,7 @@ class locked_section {
     if constexpr (std::is_same_v<Op, wait_op>) {
       if (op.bound && how == deferred::aborted) {
         ++(detach_ ? service_.core_->stats_locked().withdrawn : service_.core_->stats_locked().aborted);
-        bound_.push_back(op, detach_ ? deferred::fired : how);  // `fired`: detached (run_now)
+        bound_.push_back(op, how);
         return;
       }
     }
@@ -54,7 +54,7 @@ class locked_section {
   std::unique_lock<futex_mutex> lock_;
   bool drain_ = false;
   bool detach_ = false;
-  deferred_queue bound_;  // aborted bound operations, cancelled (or detached) once unlocked
+  deferred_queue bound_;  // aborted bound operations, cancelled (or detached, if detach_) once unlocked
 };
 
 }  // namespace tock::detail

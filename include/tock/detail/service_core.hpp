@@ -222,26 +222,23 @@ class service_core : public std::enable_shared_from_this<service_core> {
   // Drains whose operation did not fit the core's block, for tests.
   std::size_t drain_fallbacks() const { return drain_memory_.fallbacks(); }
 
-  // Completes now, on this thread and unlocked, deadlines' bound operations taken out apart (see
-  // detail/locked_section.hpp): `aborted` ones are cancelled, `fired` ones detached. One whose
-  // dispatch throws is queued with those after it for a drain, as the drain itself does (a batch is all of one
-  // kind: a call either cancels or destroys its deadline); the exception goes no further. Never throws.
-  void run_now(deferred_queue::batch b) noexcept {
+  // Completes now, on this thread and unlocked, deadlines' bound operations taken out apart and aborted (see
+  // detail/locked_section.hpp): cancelled as a drain would (one whose dispatch throws is queued with those
+  // after it for a drain; the exception goes no further), or detached if their deadline is going away. Never
+  // throws.
+  void run_now(deferred_queue::batch b, bool detach) noexcept {
+    if (!detach) {
+      try {
+        run(b, true);
+      } catch (...) {  // run() queued what is left under a drain: nothing is lost
+      }
+      return;
+    }
     for (deferred_queue::link l = b.first; l != 0;) {
       const deferred_queue::link next = deferred_queue::next_of(l, b);
       auto* op = static_cast<wait_op*>(deferred_queue::address(l));
-      if (deferred_queue::how(l) == deferred::aborted) {
-        completion_kept = false;
-        try {
-          complete(l, true);
-        } catch (...) {  // what is left is queued under a drain: nothing is lost
-          requeue({completion_kept ? l : next, b.last});
-          completion_kept = false;
-          return;
-        }
-      } else {  // its `next` keeps the queue's link: a detach() racing with this finds it taken already
-        op->complete(op, *this, op_action::detach, error_code());
-      }
+      // Its `next` keeps the queue's link: a detach() racing with this finds it taken already.
+      op->complete(op, *this, op_action::detach, error_code());
       l = next;
     }
   }
