@@ -467,6 +467,10 @@ BOOST_AUTO_TEST_CASE(scheduled_task_completes_on_its_strand_and_leaves_the_slot_
     asio::post(strand, [sig] { sig->reset(); });
     BOOST_REQUIRE(wait_until([&] { return calls.load() == 1; }));
   }
+  // The host's thread, which dispatched to the strand, may still hold a copy of it for a moment after the
+  // handler ran (as any Asio operation's work guard does): stop it before the strand's context goes.
+  host.stop();
+  other.stop();
 }
 
 BOOST_AUTO_TEST_SUITE_END()
