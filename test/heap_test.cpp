@@ -277,6 +277,38 @@ BOOST_AUTO_TEST_CASE(random_operations_agree_with_the_model_while_sequence_numbe
   run_random_model<time_point_keys, 4>(7, (std::uint64_t{1} << 32) - 7000);
 }
 
+// A sift picks the least child without a branch in the heap's first levels (likely cached) and with one below
+// them: a heap deep enough for both, with many equal keys (the tie-break on both paths), agrees with the model.
+BOOST_AUTO_TEST_CASE(a_heap_deeper_than_its_branch_free_levels_agrees_with_the_model) {
+  std::mt19937_64 rng(12);
+  harness<std::int64_t, 4> h(0);
+  std::uniform_int_distribution<std::int64_t> key(0, 3000);
+  std::uniform_int_distribution<int> pick(0, 99);
+  for (int i = 0; i < 100'000; ++i) h.push(key(rng));  // 9 levels: the deepest sifts pass index 16384
+  h.check();
+  for (int i = 0; i < 30'000; ++i) {
+    const int p = pick(rng);
+    auto& it = *h.any_tracked(rng);  // every node is tracked
+    if (p < 25) {
+      h.pop();
+    } else if (p < 45) {
+      h.remove(it);
+    } else if (p < 70) {
+      h.rekey(it, key(rng), p < 55);
+    } else {
+      h.push(key(rng));
+    }
+  }
+  h.check();
+  h.check_every_key();
+  std::pair<std::int64_t, std::uint64_t> last{-1, 0};
+  while (h.size() > 0) {
+    const auto popped = h.pop();
+    BOOST_REQUIRE(last < popped);
+    last = popped;
+  }
+}
+
 BOOST_AUTO_TEST_CASE(equal_keys_pop_in_push_order) {
   harness<std::int64_t, 4> h(0);
   std::vector<std::uint64_t> pushed;
