@@ -198,6 +198,25 @@ BOOST_AUTO_TEST_CASE(a_timer_reads_back_the_executor_it_was_given) {
 
   tock::deadline d(ctx);
   BOOST_CHECK(d.get_executor() == asio::any_io_executor(ctx.get_executor()));
+
+  // The io_context's executor with its runtime properties set reads back with them, as from Asio's timer.
+  using io = asio::io_context::executor_type;
+  const io never = asio::require(ctx.get_executor(), asio::execution::blocking.never);
+  const io both = asio::prefer(never, asio::execution::relationship.continuation);
+  for (const asio::any_io_executor& ex : {asio::any_io_executor(never), asio::any_io_executor(both)}) {
+    asio::steady_timer control(ex);
+    tock::timer timer(ex);
+    tock::deadline deadline(ex);
+    BOOST_CHECK(control.get_executor() == ex);
+    BOOST_CHECK(timer.get_executor() == ex);
+    BOOST_CHECK(deadline.get_executor() == ex);
+    const asio::any_io_executor read_back = timer.get_executor();
+    const io* held = read_back.target<io>();
+    BOOST_REQUIRE(held != nullptr);
+    BOOST_CHECK(asio::query(*held, asio::execution::blocking) == asio::execution::blocking.never);
+    BOOST_CHECK(asio::query(*held, asio::execution::relationship) ==
+                asio::query(*ex.target<io>(), asio::execution::relationship));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE(firing_test)

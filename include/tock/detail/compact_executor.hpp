@@ -4,7 +4,7 @@
 
 #include <tock/config.hpp>
 
-#include <new>
+#include <cstdint>
 #include <utility>
 
 namespace tock::detail {
@@ -32,8 +32,11 @@ class compact_executor {
 };
 
 // asio::any_io_executor is 56 bytes of type-erased storage, almost always holding an io_context's own
-// executor (8 bytes). That one is kept as it is; any other goes to the heap. A timer holding it shrinks by
-// 40 bytes, and its waits find the io_context's executor without a type-erased call.
+// executor. That one is kept as one word: its context's address, with its two runtime properties
+// (blocking.never, relationship.continuation) in the low bits that the context's alignment leaves free, and
+// rebuilt through Asio's require/prefer when asked for; any other executor goes to the heap, its box's address
+// tagged with `boxed_bit`. A timer holding it shrinks by 48 bytes, and its waits find the io_context's executor
+// without a type-erased call.
 template <>
 class compact_executor<asio::any_io_executor> {
   using any = asio::any_io_executor;
@@ -48,23 +51,24 @@ class compact_executor<asio::any_io_executor> {
   }
 
   // A copy holds the same executor; a boxed one is copied into a new box (one allocation).
-  compact_executor(const compact_executor& other) { copy(other); }
+  compact_executor(const compact_executor& other) { word_ = other.is_boxed() ? box(*other.boxed()) : other.word_; }
 
   compact_executor& operator=(const compact_executor& other) {
     if (this != &other) {
       compact_executor tmp(other);  // may throw (a new box): leaves *this as it was
       reset();
-      take(tmp);
+      word_ = std::exchange(tmp.word_, 0);
     }
     return *this;
   }
 
-  compact_executor(compact_executor&& other) noexcept { take(other); }
+  // A moved-from holder is empty, as a moved-from any_io_executor is.
+  compact_executor(compact_executor&& other) noexcept : word_(std::exchange(other.word_, 0)) {}
 
   compact_executor& operator=(compact_executor&& other) noexcept {
     if (this != &other) {
       reset();
-      take(other);
+      word_ = std::exchange(other.word_, 0);
     }
     return *this;
   }
@@ -72,71 +76,49 @@ class compact_executor<asio::any_io_executor> {
   ~compact_executor() { reset(); }
 
   any get() const noexcept {
-    switch (kind_) {
-      case kind::io: return any(io_);
-      case kind::boxed: return *boxed_;
-      default: return any();
-    }
+    if (is_boxed()) return *boxed();
+    return word_ != 0 ? any(io_executor()) : any();
   }
 
   template <typename F>
   decltype(auto) with(F&& f) const {
-    switch (kind_) {
-      case kind::io: return std::forward<F>(f)(io_);
-      case kind::boxed: return std::forward<F>(f)(*boxed_);
-      default: return std::forward<F>(f)(any());
-    }
+    if (is_boxed()) return std::forward<F>(f)(*boxed());
+    if (word_ != 0) return std::forward<F>(f)(io_executor());
+    return std::forward<F>(f)(any());
   }
 
  private:
-  enum class kind : unsigned char { empty, io, boxed };
+  static constexpr std::uintptr_t never_bit = 1, continuation_bit = 2, boxed_bit = 4;
+  static_assert(alignof(asio::io_context) > (never_bit | continuation_bit) && alignof(any) > boxed_bit);
+
+  bool is_boxed() const noexcept { return (word_ & boxed_bit) != 0; }
+  any* boxed() const noexcept { return reinterpret_cast<any*>(word_ & ~boxed_bit); }
+  static std::uintptr_t box(const any& ex) { return reinterpret_cast<std::uintptr_t>(new any(ex)) | boxed_bit; }
 
   void assign(const any& ex) {
     if (const io* e = ex.target<io>()) {
-      ::new (static_cast<void*>(&io_)) io(*e);
-      kind_ = kind::io;
+      word_ = reinterpret_cast<std::uintptr_t>(&e->context());
+      if (asio::query(*e, asio::execution::blocking) == asio::execution::blocking.never) word_ |= never_bit;
+      if (asio::query(*e, asio::execution::relationship) == asio::execution::relationship.continuation)
+        word_ |= continuation_bit;
     } else if (ex) {
-      boxed_ = new any(ex);
-      kind_ = kind::boxed;
+      word_ = box(ex);
     }
   }
 
-  void copy(const compact_executor& other) {
-    if (other.kind_ == kind::io) {
-      ::new (static_cast<void*>(&io_)) io(other.io_);
-      kind_ = kind::io;
-    } else if (other.kind_ == kind::boxed) {
-      boxed_ = new any(*other.boxed_);
-      kind_ = kind::boxed;
-    }
-  }
-
-  // A moved-from holder is empty, as a moved-from any_io_executor is.
-  void take(compact_executor& other) noexcept {
-    if (other.kind_ == kind::io) {
-      ::new (static_cast<void*>(&io_)) io(other.io_);
-      kind_ = kind::io;
-      other.reset();
-    } else if (other.kind_ == kind::boxed) {
-      boxed_ = other.boxed_;
-      kind_ = kind::boxed;
-      other.kind_ = kind::empty;
-    }
+  io io_executor() const noexcept {
+    io ex = reinterpret_cast<asio::io_context*>(word_ & ~(never_bit | continuation_bit))->get_executor();
+    if ((word_ & never_bit) != 0) ex = asio::require(ex, asio::execution::blocking.never);
+    if ((word_ & continuation_bit) != 0) ex = asio::prefer(ex, asio::execution::relationship.continuation);
+    return ex;
   }
 
   void reset() noexcept {
-    if (kind_ == kind::io)
-      io_.~io();
-    else if (kind_ == kind::boxed)
-      delete boxed_;
-    kind_ = kind::empty;
+    if (is_boxed()) delete boxed();
+    word_ = 0;
   }
 
-  union {
-    io io_;
-    any* boxed_ = nullptr;  // initialised so that GCC 12 at -O1/-O2 does not take a boxed move for a read of io_
-  };
-  kind kind_ = kind::empty;
+  std::uintptr_t word_ = 0;  // 0: empty, as a moved-from any_io_executor
 };
 
 }  // namespace tock::detail
