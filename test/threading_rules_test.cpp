@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -327,6 +328,39 @@ BOOST_AUTO_TEST_CASE(timeout_started_off_context_thread_is_never_lost) {
 
 BOOST_AUTO_TEST_CASE(deadline_bind_started_off_context_thread_is_never_lost) {
   timed_ops_started_off_context<deadline_binder>();
+}
+
+// --- A deadline's link (detail/deadline_link.hpp): its owner, on a thread that does not run the context,
+// attaches each next bound operation and lets go of the last one while, on the context's thread, that one
+// completes (withdrawn) or its deadline fires (claimed) and the driver re-keys or drops the deadline's node.
+// Now and then the owner destroys the deadline with its operation pending (detached: it ends by itself). Each
+// operation ends once, as its own timer or its deadline said.
+BOOST_AUTO_TEST_CASE(deadline_link_attached_off_context_while_its_entries_fire_and_withdraw) {
+  running_context rc;
+  std::atomic<int> ended{0}, succeeded{0}, timed_out_count{0}, other{0};
+  {
+    std::optional<tock::deadline> dl(std::in_place, rc.ctx.get_executor());
+    asio::steady_timer op(rc.ctx);  // the bound operation: Asio's own wait, which supports cancellation
+    std::uint32_t seed = 7;
+    auto next = [&seed] { return (seed = seed * 1664525u + 1013904223u) >> 8; };
+    for (int i = 0; i < race_rounds; ++i) {
+      dl->expires_after(std::chrono::microseconds(next() % 200));
+      op.expires_after(std::chrono::microseconds(next() % 200));
+      op.async_wait(dl->bind([&](const error_code& ec) {
+        (!ec ? succeeded : ec == tock_test::timed_out ? timed_out_count : other).fetch_add(1);
+        ended.fetch_add(1);
+      }));
+      spin(static_cast<int>(next() % 4));
+      if (i % 16 == 15) dl.emplace(rc.ctx.get_executor());  // destroyed with its operation pending
+      BOOST_REQUIRE(wait_until([&] { return ended.load() == i + 1; }));
+    }
+    BOOST_CHECK(tock::timer_service::of(rc.ctx).stats().balanced());
+  }
+  rc.stop();
+  BOOST_CHECK_EQUAL(ended.load(), race_rounds);
+  BOOST_CHECK_EQUAL(other.load(), 0);
+  BOOST_CHECK_EQUAL(succeeded.load() + timed_out_count.load(), race_rounds);
+  BOOST_CHECK(tock::timer_service::of(rc.ctx).invariants_hold());
 }
 
 // --- r5: a periodic task on a pool, its timer on a host context run without a work guard: between the wait

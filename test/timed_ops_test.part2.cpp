@@ -659,6 +659,92 @@ BOOST_FIXTURE_TEST_CASE(deadline_passed_times_out_new_read_at_once, pending_read
   BOOST_CHECK_EQUAL(service_of<manual_clock>(ctx).pending(), 0u);
 }
 
+// --- A deadline's link (detail/deadline_link.hpp): its first bound operation is attached and withdrawn
+// without the service's lock, and the deadline keeps its heap slot in between.
+
+namespace {
+
+// A handler that can only be copied (moving it copies), holding a share of `token`.
+struct copy_only_handler {
+  std::shared_ptr<int> token;
+  io_result* r;
+  copy_only_handler(std::shared_ptr<int> t, io_result& result) : token(std::move(t)), r(&result) {}
+  copy_only_handler(const copy_only_handler&) = default;
+  copy_only_handler& operator=(const copy_only_handler&) = default;
+  void operator()(const error_code& ec, std::size_t n) { record_io (*r)(ec, n); }
+};
+
+}  // namespace
+
+// The deadline outlives its operation, as a connection's does between requests: what the completed operation
+// held (its handler's executor, here one that keeps the context running; its handler) is let go of then, so
+// that run() returns and nothing of the handler is kept.
+BOOST_FIXTURE_TEST_CASE(deadline_kept_after_its_operation_completed_keeps_nothing_of_it, pending_read) {
+  manual_deadline dl(ctx, 1h);
+  asio::write(s.client, asio::buffer("x", 1));
+  read(dl.bind(
+      asio::bind_executor(asio::prefer(ctx.get_executor(), asio::execution::outstanding_work.tracked), record_io(r))));
+  BOOST_REQUIRE(run_until_idle(ctx));  // the executor's work went with the operation
+  BOOST_CHECK_EQUAL(r.calls, 1);
+  BOOST_CHECK(!r.ec);
+
+  auto token = std::make_shared<int>(0);
+  io_result second;
+  asio::write(s.client, asio::buffer("y", 1));
+  read(dl.bind(copy_only_handler(token, second)));
+  BOOST_REQUIRE(rerun_until_idle(ctx));
+  BOOST_CHECK_EQUAL(second.calls, 1);
+  BOOST_CHECK_EQUAL(token.use_count(), 1);  // the deadline still exists, and holds no copy of the handler
+  check_idle<manual_clock>(ctx);
+}
+
+// One operation after another on one deadline, as a server's reads: each bound and withdrawn without the
+// lock, counted all the same.
+BOOST_FIXTURE_TEST_CASE(deadline_bound_one_operation_after_another_keeps_the_books, pending_read) {
+  manual_deadline dl(ctx);
+  constexpr int n = 50;
+  for (int i = 0; i < n; ++i) {
+    dl.expires_after(1s);
+    asio::write(s.client, asio::buffer("x", 1));
+    read(dl.bind(record_io(r)));
+    BOOST_REQUIRE(rerun_until_idle(ctx));
+    BOOST_REQUIRE_EQUAL(r.calls, i + 1);
+    BOOST_REQUIRE(!r.ec);
+  }
+  const tock::timer_stats stats = service_of<manual_clock>(ctx).stats();
+  BOOST_CHECK_EQUAL(stats.started, std::uint64_t(n));
+  BOOST_CHECK_EQUAL(stats.withdrawn, std::uint64_t(n));
+  BOOST_CHECK_EQUAL(stats.pending, 0u);
+  BOOST_CHECK(stats.balanced());
+  check_idle<manual_clock>(ctx);
+}
+
+// The deadline's node stays in the heap with its old key once its operation completed; that key passes with
+// nothing attached (the node leaves), then a later operation bound to it times out at its new expiry.
+BOOST_FIXTURE_TEST_CASE(deadline_whose_old_key_passed_times_out_a_later_operation, pending_read) {
+  manual_deadline dl(ctx, 10ms);
+  completion other;  // keeps the driver armed past the old key, which then surfaces with nothing attached
+  manual_timer keeper(ctx, 40ms);
+  keeper.async_wait(record(other));
+  asio::write(s.client, asio::buffer("x", 1));
+  read(dl.bind(record_io(r)));
+  BOOST_REQUIRE(run_until(ctx, [&] { return r.calls > 0; }));
+  advance_by(ctx, 20ms);  // the old key passes
+  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
+  dl.expires_after(10ms);
+  io_result later;
+  read(dl.bind(record_io(later)));
+  advance_to(ctx, dl.expiry() - tick);
+  BOOST_CHECK_EQUAL(later.calls, 0);
+  advance_to(ctx, dl.expiry());  // the keeper still waits: work is left
+  BOOST_REQUIRE_EQUAL(later.calls, 1);
+  BOOST_CHECK_EQUAL(later.ec, timed_out);
+  BOOST_CHECK(later.virtual_at == dl.expiry());
+  BOOST_REQUIRE(advance_to(ctx, keeper.expiry()));
+  BOOST_CHECK_EQUAL(other.calls, 1);
+  check_idle<manual_clock>(ctx);
+}
+
 // --- Moving the deadline object: its bound operations go with it, and the moved-from deadline is as if made
 // from its executor alone, usable again.
 

@@ -167,9 +167,9 @@ BOOST_AUTO_TEST_CASE(a_fired_wait_that_could_not_run_waits_again_first) {
   link(q, t, w2);
   auto d = q.pop_due(t0 + 1s);
   BOOST_TEST(d.wait == &w1);
-  BOOST_TEST(t.ring.due == 1u);
+  BOOST_TEST(std::uint32_t{t.ring.due} == 1u);
   BOOST_TEST(q.wait_again(w1));
-  BOOST_TEST(t.ring.due == 0u);
+  BOOST_TEST(std::uint32_t{t.ring.due} == 0u);
   BOOST_TEST(t.ring.first_waiting() == &w1);
   BOOST_TEST(q.valid());
   const std::vector<const void*> expected{&w1};

@@ -3,6 +3,7 @@
 #define TOCK_DEADLINE_HPP
 
 #include <tock/config.hpp>
+#include <tock/detail/deadline_link.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timed_initiation.hpp>
 #include <tock/detail/timer_object.hpp>
@@ -134,7 +135,7 @@ class basic_deadline {
   template <typename, typename>
   friend class deadline_bound_token;
 
-  detail::timer_object<Clock, WaitTraits, Executor> object_;
+  detail::timer_object<Clock, WaitTraits, Executor, detail::deadline_node<time_point>> object_;
 };
 
 /// The deadline most code wants: std::chrono::steady_clock, any_io_executor.

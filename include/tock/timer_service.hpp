@@ -115,7 +115,14 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
   timer_stats stats() const {
     std::lock_guard<detail::futex_mutex> lock(core_->mutex());
-    return core_->snapshot_locked(queue_.rekeys(), queue_.pending(), lazy_extensions_.load(std::memory_order_relaxed));
+    std::uint64_t attached = 0, withdrawn = 0;  // deadlines' linked entries, counted without the lock
+    queue_.links().read(attached, withdrawn);
+    timer_stats s = core_->snapshot_locked(queue_.rekeys(), queue_.heap_waits() + queue_.parked_waits() + attached,
+                                           lazy_extensions_.load(std::memory_order_relaxed));
+    s.started += attached + withdrawn;
+    s.withdrawn += withdrawn;
+    if (s.pending > s.peak_pending) s.peak_pending = s.pending;
+    return s;
   }
 
   /// Checks the queue, the driver and the accounting against each other, for tests. O(N).
@@ -134,10 +141,15 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// Aborts the timer's waits (operation_aborted) and removes it from the heap; a deadline's bound operations
   /// are detached: they go on without a limit (timed_op::on_entry says why).
   void destroy(implementation_type& impl) noexcept {
-    locked_section section(*this);
-    section.detach_bound();
-    take_waits_locked(section, impl, static_cast<std::size_t>(-1));
-    queue_.remove_timer(impl);
+    detail::wait_op* left = nullptr;  // a deadline's withdrawn entry, let go of once unlocked
+    {
+      locked_section section(*this);
+      section.detach_bound();
+      take_waits_locked(section, impl, static_cast<std::size_t>(-1));
+      queue_.remove_timer(impl);
+      if (impl.ring.has_link) left = detail::deadline_node<time_point>::link_of(impl).release();
+    }
+    if (left != nullptr) unlink(*left);
   }
 
   /// Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
@@ -256,13 +268,32 @@ class basic_timer_service : public asio::execution_context::service, private det
   }
 
   /// Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
-  /// (op_action::deliver) unless detached first. Same errors as schedule().
+  /// (op_action::deliver) unless taken out first (detach, or withdraw for one a deadline's link holds). A
+  /// deadline's first entry goes to its link: O(1) and lock-free when its node is placed and the service has
+  /// other entries attached (detail/deadline_link.hpp); else O(log N) under the lock, as a wait. Same errors as
+  /// schedule().
   error_code attach(implementation_type& impl, detail::wait_op& entry) {
-    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
-    if (shut_down_) return make_error_code(error::shut_down);
-    if (queue_.wait_past_capacity(impl)) return core_->refused_locked();
-    place_locked(impl, entry);
+    if (!impl.ring.has_link) {
+      std::lock_guard<detail::futex_mutex> lock(core_->mutex());
+      return attach_locked(impl, entry);
+    }
+    detail::deadline_link& link = detail::deadline_node<time_point>::link_of(impl);
+    detail::wait_op* replaced = nullptr;
+    if (queue_.links().attaching() || !link.try_attach(entry, replaced)) return link_locked(impl, link, entry);
+    if (replaced != nullptr) unlink(*replaced);
     return error_code();
+  }
+
+  /// Takes out an entry its deadline's link holds, its operation having completed: lock-free (but when no
+  /// entry is left attached: the driver is then disarmed). False if it fired or was aborted or detached first.
+  bool withdraw(detail::wait_op& entry) noexcept {
+    if (!detail::withdraw(entry)) return false;
+    bool wrapped = false;
+    if (queue_.links().withdrawn(wrapped)) {
+      locked_section section(*this);  // disarms the driver if nothing is left to fire
+      if (wrapped) queue_.links().wrapped();
+    }
+    return true;
   }
 
   /// Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
@@ -334,6 +365,48 @@ class basic_timer_service : public asio::execution_context::service, private det
   }
 
   bool past_capacity_locked(const implementation_type& impl) const noexcept { return queue_.wait_past_capacity(impl); }
+
+  error_code attach_locked(implementation_type& impl, wait_op& entry) {
+    if (shut_down_) return make_error_code(error::shut_down);
+    if (queue_.wait_past_capacity(impl)) return core_->refused_locked();
+    place_locked(impl, entry);
+    return error_code();
+  }
+
+  // A deadline's entry for its link, already counted (deadline_link.hpp, rule 4: whoever counts from zero
+  // arms the driver), or for its ring if an entry is attached already. Throws (arming) with nothing changed.
+  error_code link_locked(implementation_type& impl, detail::deadline_link& link, wait_op& entry) {
+    wait_op* replaced = nullptr;
+    error_code ec;
+    {
+      locked_section section(*this);  // disarms the driver if the count went back to zero
+      struct uncount {
+        detail::link_count& links;
+        bool armed = true;
+        ~uncount() {
+          if (armed) links.not_attached();
+        }
+      } counted{queue_.links()};
+      if (shut_down_) {
+        ec = make_error_code(error::shut_down);
+      } else if (link.attached()) {
+        ec = attach_locked(impl, entry);  // a second operation bound at once
+      } else if (queue_.link_past_capacity(impl)) {
+        ec = core_->refused_locked();
+      } else {
+        queue_.reserve_link(impl);
+        driver_.arm_for_locked(queue_.link_arming_key(impl));
+        queue_.place_for_link(impl);
+        link.attach_locked(entry, replaced);
+        counted.armed = false;
+      }
+    }
+    if (replaced != nullptr) unlink(*replaced);
+    return ec;
+  }
+
+  // The link let go of a withdrawn entry it held (deadline_link.hpp, rule 1), outside the lock.
+  void unlink(wait_op& entry) noexcept { entry.complete(&entry, *core_, detail::op_action::unlink, error_code()); }
   bool past_capacity_locked(const sleep_time& t) const noexcept { return queue_.sleep_past_capacity(t.at); }
 
   // Places a wait or an entry: the memory first, then the driver (see timer_driver.hpp), then the queue.
@@ -370,8 +443,20 @@ class basic_timer_service : public asio::execution_context::service, private det
     if (!parked_work_) parked_work_ = std::make_unique<work_guard>(core_->context().get_executor());
   }
 
+  // A deadline's linked entry first, then its ring's waits, oldest first.
   std::size_t take_waits_locked(locked_section& section, implementation_type& impl, std::size_t limit) noexcept {
-    return queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
+    std::size_t taken = 0;
+    if (impl.ring.has_link && limit > 0) {
+      detail::deadline_link::inspection link(detail::deadline_node<time_point>::link_of(impl));
+      if (wait_op* op = link.claim()) {
+        queue_.links().claimed();
+        ++core_->stats_locked().started;  // a linked entry's start was not counted (stats())
+        section.defer(*op);
+        ++taken;
+        --limit;
+      }
+    }
+    return taken + queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
   }
 
   // A slot was emitted (service_core::cancel). A fired wait is left to its runner, which reports it aborted

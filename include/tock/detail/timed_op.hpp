@@ -3,6 +3,7 @@
 #define TOCK_DETAIL_TIMED_OP_HPP
 
 #include <tock/config.hpp>
+#include <tock/detail/deadline_link.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
@@ -32,8 +33,9 @@ namespace tock::detail {
 // signal. Such an early cancellation is not emitted into the empty slot: it is left to the initiator, which
 // sends it to the handler's executor once the initiation has returned (see cancel_now and initiated).
 //
-// The state lives until its references are gone: the entry's, the operation's (until the user's slot is left)
-// and the initiator's (until the initiation returns). Our handler in the user's slot is only taken out on the
+// The state lives until its references are gone: the entry's (held by the service, or by a deadline's link:
+// deadline_link.hpp, rule 1), the operation's (until the user's slot is left) and the initiator's (until the
+// initiation returns). Our handler in the user's slot is only taken out on the
 // handler's executor: by complete(), or, for an operation dropped without completing, by a slot_leaver sent
 // there (see abandon), so that the signal never finds this state gone.
 template <typename Service, typename Handler, typename Executor, typename Link>
@@ -70,6 +72,7 @@ class timed_op : public Link {
     leave_user_slot();
     Handler handler(std::move(handler_));
     const bool timed_out = timed_out_.load(std::memory_order_acquire);
+    retire_done();
     release(left ? 2 : 1);
     call(handler, timed_out, std::forward<Args>(args)...);
   }
@@ -86,35 +89,81 @@ class timed_op : public Link {
       slot_leaver leaver(this, user_slot);
       try {
         asio::dispatch(executor_, std::move(leaver));
+        retire_done();  // a link's reference keeps it: the leaver holds the operation's
         return;
       } catch (...) {
-        if (leaver.release())
+        if (leaver.release()) {
           leave_user_slot(user_slot);
-        else
+        } else {
+          retire_done();
           return;  // Asio took it: it runs, or is destroyed, there
+        }
       }
     } else {
       leave_user_slot(user_slot);
     }
+    retire_done();
     release();
   }
 
   // Drops the entry's reference when the service would not take the entry.
   void unscheduled() noexcept { release(); }
 
-  // The initiation returned (or threw): drops the initiator's reference, and sends a cancellation that came
-  // while it ran to the handler's executor.
+  // The initiation returned (or threw): sends a cancellation that came while it ran to the handler's
+  // executor (with the entry's reference, kept for it), then drops the initiator's reference, and lets go of
+  // what a finished linked entry holds if its completion left that to it (retire_done).
   void initiated() noexcept {
-    const std::uint32_t was = state_.fetch_sub(initiating + 1, std::memory_order_acq_rel);
-    if ((was & cancelled_early) != 0) return emit_late();  // with the entry's reference, kept for it
-    if ((was & refs_mask) == 1) destroy();
+    std::uint32_t s = state_.load(std::memory_order_acquire);
+    bool emitted = false;
+    for (;;) {
+      if ((s & cancelled_early) != 0 && !emitted) {
+        emit_late();  // before `initiating` is cleared: the executor must not be retired meanwhile
+        emitted = true;
+        s = state_.load(std::memory_order_acquire);
+        continue;
+      }
+      const bool retire_here = (s & finished) != 0;  // our reference is kept for it
+      const std::uint32_t to = (s & ~(initiating | cancelled_early | finished)) - (retire_here ? 0 : 1);
+      if (state_.compare_exchange_weak(s, to, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+    }
+    if ((s & finished) != 0) {
+      retire();
+      release();
+    } else if ((s & refs_mask) == 1) {
+      destroy();
+    }
+  }
+
+  ~timed_op() {
+    if (!retired_) retire();
   }
 
  private:
-  // state_: the references, and two flags for a cancellation that comes before the initiation returned.
+  // state_: the references, and flags for a cancellation that comes before the initiation returned.
   static constexpr std::uint32_t initiating = 1u << 30;       // the initiation has not returned
   static constexpr std::uint32_t cancelled_early = 1u << 29;  // the entry ended meanwhile: initiated() emits
-  static constexpr std::uint32_t refs_mask = cancelled_early - 1;
+  static constexpr std::uint32_t finished = 1u << 28;         // a linked entry completed meanwhile (retire_done)
+  static constexpr std::uint32_t refs_mask = finished - 1;
+
+  // A withdrawn linked entry stays in its deadline's link until the link's owner lets go of it
+  // (deadline_link.hpp, rule 1), so what it holds of the operation goes as soon as the operation is done: the
+  // handler (moved from) and the executor, which may hold work on a context (as Beast's composed operations'
+  // does) or own part of a connection. Unless the initiation is still running, which may use the executor
+  // (emit_late): initiated() retires them then.
+  void retire_done() noexcept {
+    if constexpr (!std::is_same_v<Link, wait_op>)
+      return;  // a sleep's: its last reference goes soon
+    else if (!linked(*this))
+      return;                          // a ring's: likewise
+    std::uint32_t s = state_.load(std::memory_order_acquire);
+    if ((s & initiating) != 0) s = state_.fetch_or(finished, std::memory_order_acq_rel);
+    if ((s & initiating) == 0) retire();
+  }
+  void retire() noexcept {
+    handler_.~Handler();
+    executor_.~Executor();
+    retired_ = true;
+  }
 
   // Our handler in the user's slot. Its destructor runs when the slot is cleared, when another handler
   // replaces it, or when the user's signal is destroyed, all on the signal's side (the handler's executor):
@@ -163,9 +212,10 @@ class timed_op : public Link {
   // Runs the cancellation on the handler's executor; holds the entry's reference until it has run.
   class cancel_runner {
    public:
-    cancel_runner(timed_op* self, bool timed_out) noexcept : self_(self), timed_out_(timed_out) {}
+    cancel_runner(timed_op* self, bool timed_out, bool late = false) noexcept
+        : self_(self), timed_out_(timed_out), late_(late) {}
     cancel_runner(cancel_runner&& other) noexcept
-        : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_) {}
+        : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_), late_(other.late_) {}
     cancel_runner& operator=(cancel_runner&&) = delete;
     bool release() noexcept { return std::exchange(self_, nullptr) != nullptr; }
     ~cancel_runner() {
@@ -173,25 +223,29 @@ class timed_op : public Link {
     }
     void operator()() {
       timed_op* self = std::exchange(self_, nullptr);
-      if (self->cancel_now(timed_out_)) self->release();
+      if (self->cancel_now(timed_out_, late_)) self->release();
     }
 
    private:
     timed_op* self_;
     bool timed_out_;
+    bool late_;  // sent by initiated() itself: the initiation has returned
   };
 
   static Link make_link() noexcept {
     if constexpr (std::is_same_v<Link, sleep_entry>)
       return sleep_entry(&on_sleep_entry);
     else
-      return wait_op{&on_wait_entry, nullptr, false, true, 0};
+      return wait_op{&on_wait_entry, nullptr, false, true};
   }
 
   static bool unlink(Service& s, sleep_entry& entry) { return s.unschedule(entry); }
-  static bool unlink(Service& s, wait_op& entry) { return s.detach(entry); }
+  // A linked entry is withdrawn without the lock, and its reference stays with the link (deadline_link.hpp).
+  static bool unlink(Service& s, wait_op& entry) {
+    return linked(entry) ? (s.withdraw(entry), false) : s.detach(entry);
+  }
 
-  // Takes the entry out of its service if it is still there; true if it was (its reference is then ours).
+  // Takes the entry out of its service if it is still there; true if the entry's reference is then ours.
   bool leave_service() {
     Service* s = service_.load(std::memory_order_acquire);
     return s != nullptr && unlink(*s, *this);
@@ -231,6 +285,7 @@ class timed_op : public Link {
   // keeps the entry for its caller to queue again.
   void on_entry(service_core& core, op_action a, const error_code& ec) {
     if (a == op_action::hooked || a == op_action::unhooked) return;
+    if (a == op_action::unlink) return release();  // a link let go of it: the entry's reference
     service_.store(nullptr, std::memory_order_release);
     if (a == op_action::destroy || a == op_action::discard || a == op_action::shutdown) {
       context_gone_.store(true, std::memory_order_release);
@@ -257,12 +312,12 @@ class timed_op : public Link {
 
   // On the handler's executor, with the entry's reference: emits the cancellation unless the operation is
   // done. Returns false if the initiation is still running: the reference is then the initiator's, which
-  // emits (initiated()).
-  bool cancel_now(bool timed_out) {
+  // emits (initiated(), which sends it `late`).
+  bool cancel_now(bool timed_out, bool late = false) {
     if (done_.load(std::memory_order_acquire) || !context_alive()) return true;
     if (timed_out) timed_out_.store(true, std::memory_order_release);
     std::uint32_t s = state_.load(std::memory_order_acquire);
-    while ((s & initiating) != 0)
+    while (!late && (s & initiating) != 0)
       if (state_.compare_exchange_weak(s, s | cancelled_early, std::memory_order_acq_rel)) return false;
     signal_.emit(timed_out ? type_ : asio::cancellation_type::terminal);
     return true;
@@ -271,7 +326,7 @@ class timed_op : public Link {
   // The cancellation that came while the initiation ran, sent to the handler's executor (in place if this
   // thread runs it). Should that not allocate, it is emitted here, the one way left not to lose it.
   void emit_late() noexcept {
-    cancel_runner runner(this, timed_out_.load(std::memory_order_acquire));
+    cancel_runner runner(this, timed_out_.load(std::memory_order_acquire), true);
     dispatching guard(this);
     try {
       asio::dispatch(executor_, std::move(runner));
@@ -326,13 +381,18 @@ class timed_op : public Link {
     std::move(h)();
   }
 
-  Handler handler_;
+  union {  // until retired, or destroyed with the rest
+    Handler handler_;
+  };
   decltype(handler_allocator(std::declval<const Handler&>())) alloc_;
   asio::cancellation_signal signal_;
   // Null once the entry left the service (fired, aborted, dropped at shutdown): the operation may complete,
   // or be destroyed, on another context after the service's own context is gone.
   std::atomic<Service*> service_;
-  Executor executor_;
+  union {
+    Executor executor_;
+  };
+  bool retired_ = false;  // handler_ and executor_ are gone (retire_done)
   bool runs_in_context_;
   bool user_slot_used_ = false;    // the handler had a slot: forward_cancellation went into it
   bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot (its executor's side only)

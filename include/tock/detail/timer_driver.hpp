@@ -19,7 +19,8 @@
 
 namespace tock::detail {
 
-// The arming rule: the driver is armed exactly while some wait sits in the queue's heap, at or before the
+// The arming rule: the driver is armed exactly while something can fire (a wait in the queue's heap, or an
+// entry attached to a deadline's link: deadline_link.hpp, rule 4) and the heap is not empty, at or before the
 // top's key (a latest time: with slack, entries due before it wait for it, and fire together). It is re-armed only when
 // the top becomes earlier than what it is armed for; a later top is found by waking early. During a batch nothing is
 // armed: the batch re-arms once at its end (each arming is a timerfd_settime, and the superseded wait an extra
@@ -43,9 +44,9 @@ class timer_driver {
     if (at < armed_at_) arm_locked(at);
   }
 
-  // Once no wait is in the heap, the driver's wait goes, so that run() can return. Never throws.
+  // Once nothing can fire, the driver's wait goes, so that run() can return. Never throws.
   void disarm_if_idle_locked() noexcept {
-    if (firing_ || queue_.heap_waits() != 0 || armed_at_ == time_point::max()) return;
+    if (firing_ || queue_.can_fire() || armed_at_ == time_point::max()) return;
     armed_at_ = time_point::max();
     generation_.fetch_add(1, std::memory_order_relaxed);
     driver_.cancel();
@@ -61,7 +62,8 @@ class timer_driver {
 
   // The arming rule holds, and the driver's operations fit their pool, for tests.
   bool valid_locked() const {
-    const bool armed_ok = (queue_.heap_waits() == 0) == (armed_at_ == time_point::max()) || stopped_ || firing_;
+    const bool armed_ok =
+        (queue_.can_fire() && !queue_.heap_empty()) == (armed_at_ != time_point::max()) || stopped_ || firing_;
     return armed_ok && driver_.fallbacks() == 0;
   }
 
@@ -108,7 +110,7 @@ class timer_driver {
           // Also with no wait left: a timer that fired and stays in the heap (rule 4) would keep its past
           // key there, which the next arming would take for the top.
           driver.queue_.settle(now);
-          if (driver.queue_.heap_waits() != 0) driver.arm_locked(driver.queue_.top_key());
+          if (driver.queue_.can_fire() && !driver.queue_.heap_empty()) driver.arm_locked(driver.queue_.top_key());
         } catch (...) {
           if (std::uncaught_exceptions() == 0) throw;
         }
@@ -121,10 +123,11 @@ class timer_driver {
     bool fired = false;
     // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
     // ones, wait for the next wake-up rather than starve the context.
-    for (std::size_t budget = queue_.heap_waits(); budget > 0; --budget) {
+    for (std::size_t budget = queue_.heap_waits() + queue_.links().attached(); budget > 0; --budget) {
       const typename queue_type::due next = queue_.pop_due(now);
       if (!next) break;
       fired = true;
+      stats.started += next.linked;  // a linked entry's start was not counted (basic_timer_service::stats)
       count_fired(stats, now, next.at);
       queue_.prefetch_top();
       lock.unlock();

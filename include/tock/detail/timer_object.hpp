@@ -11,16 +11,17 @@
 
 namespace tock::detail {
 
-// The service, the executor and the timer node of a timer or a deadline, as Asio's io_object_impl is for
-// its I/O objects. `Reset` is the expiry of a new object and of a moved-from one: time_point() for a timer
-// (as Asio's), time_point::max() (never) for a deadline. The owner is not shared between threads without
-// synchronisation (as for Asio's objects).
-template <typename Clock, typename WaitTraits, typename Executor>
+// The service, the executor and the timer node of a timer or a deadline (a deadline_node, with its link), as
+// Asio's io_object_impl is for its I/O objects. `Reset` is the expiry of a new object and of a moved-from one:
+// time_point() for a timer (as Asio's), time_point::max() (never) for a deadline. The owner is not shared between
+// threads without synchronisation (as for Asio's objects).
+template <typename Clock, typename WaitTraits, typename Executor,
+          typename Node = typename basic_timer_service<Clock, WaitTraits>::implementation_type>
 class timer_object {
  public:
   using service_type = basic_timer_service<Clock, WaitTraits>;
   using time_point = typename Clock::time_point;
-  using implementation_type = typename service_type::implementation_type;
+  using implementation_type = Node;
 
   // On `ex`'s io_context, expiring at `expiry`. O(1) after the first use of the context.
   // Its slack is the service's default.
@@ -32,7 +33,7 @@ class timer_object {
   // Takes over `other`'s expiry and waits; `other` keeps its service and executor (a copy) and gets expiry
   // `reset`, as a new object. O(waits).
   template <typename Executor1>
-  timer_object(timer_object<Clock, WaitTraits, Executor1>&& other, const time_point& reset)
+  timer_object(timer_object<Clock, WaitTraits, Executor1, Node>&& other, const time_point& reset)
       : service_(other.service_), executor_(other.executor_) {
     service_->move_construct(impl_, other.impl_, reset);
   }
@@ -40,7 +41,7 @@ class timer_object {
   // Aborts this object's waits, then takes over `other`'s, as a move construction. The executor is copied
   // first (a boxed one may throw) so that a throw changes nothing.
   template <typename Executor1>
-  void assign(timer_object<Clock, WaitTraits, Executor1>&& other, const time_point& reset) {
+  void assign(timer_object<Clock, WaitTraits, Executor1, Node>&& other, const time_point& reset) {
     if (static_cast<void*>(this) == static_cast<void*>(&other)) return;
     compact_executor<Executor> ex(other.executor_);
     service_->destroy(impl_);
@@ -65,7 +66,7 @@ class timer_object {
   }
 
  private:
-  template <typename, typename, typename>
+  template <typename, typename, typename, typename>
   friend class timer_object;
 
   class initiate_async_wait {

@@ -5,6 +5,7 @@
 #define TOCK_DETAIL_TIMER_QUEUE_HPP
 
 #include <tock/detail/deadline_heap.hpp>
+#include <tock/detail/deadline_link.hpp>
 #include <tock/detail/sleep_lanes.hpp>
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/wait_op.hpp>
@@ -17,8 +18,9 @@
 namespace tock::detail {
 
 // Entries are timers (one heap slot however many waits) and sleeps (a sleep or a tock::timeout entry is its
-// own node), keyed by their latest times (timer_node.hpp: the rules on keys). Sleeps of a repeated duration queue
-// in lanes, of which only the oldest is in the heap (sleep_lanes.hpp: the rules on lanes). Waits at
+// own node), keyed by their latest times (timer_node.hpp: the rules on keys); a deadline's timer also keeps one
+// bound entry outside its ring, in its link (deadline_link.hpp: the rules on links). Sleeps of a repeated duration
+// queue in lanes, of which only the oldest is in the heap (sleep_lanes.hpp: the rules on lanes). Waits at
 // TimePoint::max() never fire: they are parked in a side list, and take no heap slot. Calls that may allocate come in
 // two steps, a reserve_* that throws with nothing changed and a noexcept step that changes things.
 template <typename TimePoint>
@@ -28,19 +30,26 @@ class timer_queue {
   using duration = typename TimePoint::duration;
   using lanes_type = sleep_lanes<TimePoint>;
 
-  // What pop_due() found: a sleep out of the heap, or the oldest waiting wait of a timer, fired.
+  // What pop_due() found: a sleep out of the heap, or a timer's oldest waiting wait, fired, or a deadline's
+  // attached entry, claimed (`linked`: its start was not counted).
   struct due {
     sleep_entry* sleep = nullptr;
     wait_op* wait = nullptr;
     TimePoint at{};  // its deadline (its expiry, not its latest time)
+    bool linked = false;
     explicit operator bool() const noexcept { return sleep != nullptr || wait != nullptr; }
   };
 
   // What detach() found: the wait was gone, had fired but not run yet, or was still waiting.
   enum class unlinked { nothing, due, waiting };
 
-  std::size_t pending() const noexcept { return heap_waits_ + parked_waits_; }
+  std::size_t pending() const noexcept { return heap_waits_ + parked_waits_ + links_.attached(); }
   std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits that can fire: in the heap or a lane
+  // Entries attached to deadlines' links (rule 4 there; lock-free, as attaching and withdrawing are).
+  link_count& links() noexcept { return links_; }
+  const link_count& links() const noexcept { return links_; }
+  // Whether anything can fire: the driver is armed exactly then (timer_driver.hpp).
+  bool can_fire() const noexcept { return heap_waits_ != 0 || links_.attached() != 0; }
   std::size_t parked_waits() const noexcept { return parked_waits_; }
   std::size_t lane_sleeps() const noexcept { return lanes_.queued(); }  // sleeps in lanes behind their heads
   std::uint64_t rekeys() const noexcept { return rekeys_; }  // heap re-keys so far (see timer_stats)
@@ -84,7 +93,7 @@ class timer_queue {
         heap_.remove(t.node);
         --lingering_;
       }
-      if (!t.node.parked()) parked_.push(t.node);
+      if (!t.node.parked()) park(t);
       ++parked_waits_;
       return;
     }
@@ -98,8 +107,33 @@ class timer_queue {
       rekey_at_latest(t);
     } else {
       t.node.seq = op.seq;
-      heap_.push(t.node, latest);
+      push_timer(t, latest);
     }
+  }
+
+  // --- A deadline's link (deadline_link.hpp), by its owner under the lock.
+
+  // Whether an entry attached now would need a heap slot for the deadline's node, and none is left.
+  bool link_past_capacity(const timer& t) const noexcept {
+    return !t.node.in_heap() && !t.node.parked() && t.expiry() != TimePoint::max() && slots_in_use() >= capacity_;
+  }
+  // Room for the node, if it is not placed yet: then place_for_link, which parks it at max() (parked nodes
+  // are pinned, and never fire: rule 3). Throws std::bad_alloc with nothing changed.
+  void reserve_link(const timer& t) {
+    if (!t.node.in_heap() && !t.node.parked()) reserve_at(t.expiry());
+  }
+  // What the driver must be armed for once the entry is attached: the node's key, or the top's.
+  TimePoint link_arming_key(const timer& t) const noexcept {
+    if (t.node.in_heap()) return heap_.key_of(t.node);
+    if (!t.node.parked() && t.expiry() != TimePoint::max()) return t.latest();
+    return heap_.empty() ? TimePoint::max() : heap_.top().key;
+  }
+  void place_for_link(timer& t) noexcept {
+    if (t.node.in_heap() || t.node.parked()) return;
+    if (t.expiry() == TimePoint::max()) return park(t);
+    t.node.seq = next_seq_++;
+    push_timer(t, t.latest());
+    ++lingering_;  // no wait of its ring: it counts as left behind (slots_in_use), as with any attached entry
   }
 
   // --- Sleeps and tock::timeout's entries: sleep_past_capacity, reserve_sleep, then push_sleep.
@@ -193,49 +227,56 @@ class timer_queue {
     return unlinked::waiting;
   }
 
-  // A timer without waits leaves the heap (its object is going away).
+  // A timer without waits, and with nothing attached to its link, leaves the heap or the parked list (its
+  // object is going away).
   void remove_timer(timer& t) noexcept {
     if (t.node.in_heap()) {
       heap_.remove(t.node);
       --lingering_;
+    } else if (t.node.parked()) {
+      parked_.remove(t.node);
     }
   }
 
   // --- Moving a timer's expiry without aborting its waits: reserve_move, move_key, then move_expiry.
 
+  // A timer without waits keeps its key (rule 4); a deadline's node does not (deadline_link.hpp, rule 3): it
+  // moves with its link's entry, or parks for it, or leaves if nothing is attached. By the owner.
   void reserve_move(const timer& t, const TimePoint& at) {
-    if (t.ring.waiting > 0) reserve_at(at);
+    if (t.ring.waiting > 0 || t.ring.has_link) reserve_at(at);
   }
 
   // Where the move puts the timer in the heap, or max() if it puts it nowhere earlier.
   TimePoint move_key(const timer& t, const TimePoint& at) const noexcept {
-    if (t.ring.waiting == 0 || at == TimePoint::max()) return TimePoint::max();
+    if ((t.ring.waiting == 0 && !t.ring.has_link) || at == TimePoint::max()) return TimePoint::max();
     const TimePoint latest = latest_time(at, t.slack);
-    if (t.node.parked() || !(heap_.key_of(t.node) < latest)) return latest;
-    return TimePoint::max();
+    if (t.node.parked()) return holds_waits(t) ? latest : TimePoint::max();
+    return t.node.in_heap() && !(heap_.key_of(t.node) < latest) ? latest : TimePoint::max();
   }
 
   void move_expiry(timer& t, const TimePoint& at) noexcept {
     t.set_expiry(at);
     const TimePoint latest = t.latest();
     const std::size_t n = t.ring.waiting;
-    if (n > 0) {
-      if (at == TimePoint::max()) {
-        if (!t.node.parked()) {
-          heap_.remove(t.node);
-          heap_waits_ -= n;
-          parked_.push(t.node);
-          parked_waits_ += n;
-        }
-      } else if (t.node.parked()) {
-        parked_.remove(t.node);
-        parked_waits_ -= n;
-        t.node.seq = t.ring.first_waiting()->seq;
-        heap_.push(t.node, latest);
-        heap_waits_ += n;
-      } else if (!(heap_.key_of(t.node) < latest)) {
-        rekey_at_latest(t);
-      }
+    if (n == 0 && !t.ring.has_link) return;
+    if (at == TimePoint::max()) {
+      if (!t.node.in_heap()) return;
+      heap_.remove(t.node);
+      heap_waits_ -= n;
+      lingering_ -= n == 0;
+      if (n == 0 && may_leave(t)) return;
+      park(t);
+      parked_waits_ += n;
+    } else if (t.node.parked()) {
+      parked_.remove(t.node);
+      parked_waits_ -= n;
+      if (n == 0 && may_leave(t)) return;
+      t.node.seq = n > 0 ? t.ring.first_waiting()->seq : next_seq_++;
+      push_timer(t, latest);
+      heap_waits_ += n;
+      lingering_ += n == 0;
+    } else if (t.node.in_heap() && !(heap_.key_of(t.node) < latest)) {
+      rekey_at_latest(t);
     }
   }
 
@@ -243,7 +284,7 @@ class timer_queue {
 
   // Where the new slack puts the timer in the heap, or max() if nowhere earlier.
   TimePoint slack_key(const timer& t, const duration& slack) const noexcept {
-    if (t.ring.waiting == 0 || !t.node.in_heap()) return TimePoint::max();
+    if ((t.ring.waiting == 0 && !t.ring.has_link) || !t.node.in_heap()) return TimePoint::max();
     const TimePoint latest = latest_time(t.expiry(), slack);
     return latest < heap_.key_of(t.node) ? latest : TimePoint::max();
   }
@@ -251,7 +292,8 @@ class timer_queue {
   // Sets the slack; a key past the new latest time moves to it (rule 5), any other stays.
   void set_slack(timer& t, const duration& slack) noexcept {
     t.slack = slack;
-    if (t.ring.waiting > 0 && t.node.in_heap() && t.latest() < heap_.key_of(t.node)) rekey_at_latest(t);
+    if ((t.ring.waiting > 0 || t.ring.has_link) && t.node.in_heap() && t.latest() < heap_.key_of(t.node))
+      rekey_at_latest(t);
   }
 
   // Moves `from`'s expiry, slack and waits to `to`, which holds nothing yet; `from` gets expiry
@@ -261,6 +303,7 @@ class timer_queue {
     to.set_expiry(from.expiry());
     from.set_expiry(from_expiry);
     to.ring.take_from(from.ring);
+    if (to.ring.has_link) deadline_node<TimePoint>::link_of(to).take_from(deadline_node<TimePoint>::link_of(from));
     to.node.seq = from.node.seq;
     to.node.position = from.node.position;
     if (from.node.in_heap())
@@ -283,11 +326,14 @@ class timer_queue {
       const TimePoint key = top.key;
       if (!n.is_timer) return !(now < sleep_deadline(*sleep_entry::from_node(&n), key));
       timer& t = *timer::from_node(&n);
-      if (t.ring.waiting == 0) {  // left behind by a cancel or reset, or fired (rule 4)
-        if (now < key) return false;
-        heap_.remove(n);
-        --lingering_;
-        continue;
+      if (t.ring.waiting == 0) {  // left behind by a cancel or reset, or fired (rule 4), unless its link holds one
+        if (now < key) {
+          if (!t.ring.has_link || !link_attached(t)) return false;
+        } else if (may_leave(t)) {
+          heap_.remove(n);
+          --lingering_;
+          continue;
+        }
       }
       if (const TimePoint latest = t.latest(); key < latest) {  // extended lazily
         if (now < key) return false;
@@ -300,31 +346,46 @@ class timer_queue {
   }
 
   // The next entry due at `now`, by latest time (by deadline, and by start order among equal deadlines, when
-  // entries have equal slack): a sleep leaves the heap, a timer's oldest waiting wait fires
-  // (wait_ring::fire_first). A timer left without waits stays in the heap (rule 4): a wait started from its
-  // handler re-keys it in place; settle() drops it otherwise. O(log N) per entry.
+  // entries have equal slack): a sleep leaves the heap, a deadline's attached entry is claimed, else a timer's
+  // oldest waiting wait fires (wait_ring::fire_first). A timer left without waits stays in the heap (rule 4): a
+  // wait started from its handler re-keys it in place; settle() drops it otherwise. O(log N) per entry.
   due pop_due(const TimePoint& now) noexcept {
-    if (!settle(now)) return {};
-    const auto& top = heap_.top();
-    heap_node& n = *top.node();
-    if (!n.is_timer) {
-      sleep_entry* op = sleep_entry::from_node(&n);
-      const TimePoint at = sleep_deadline(*op, top.key);
-      lanes_type::in_lane(*op) ? lanes_.remove(*op, heap_) : heap_.pop();  // tracked or not
+    while (settle(now)) {
+      const auto& top = heap_.top();
+      heap_node& n = *top.node();
+      if (!n.is_timer) {
+        sleep_entry* op = sleep_entry::from_node(&n);
+        const TimePoint at = sleep_deadline(*op, top.key);
+        lanes_type::in_lane(*op) ? lanes_.remove(*op, heap_) : heap_.pop();  // tracked or not
+        --heap_waits_;
+        return {op, nullptr, at};
+      }
+      timer& t = *timer::from_node(&n);
+      const TimePoint at = t.expiry(), key = top.key;
+      if (t.ring.has_link) {
+        deadline_link::inspection link(deadline_node<TimePoint>::link_of(t));
+        if (wait_op* op = link.claim()) {
+          links_.claimed();
+          if (t.ring.waiting == 0 && now < key) {  // fired early (slack), as below
+            heap_.remove(n);
+            --lingering_;
+            link.unpin();
+          }
+          return {nullptr, op, at, true};
+        }
+      }
+      if (t.ring.waiting == 0) continue;  // its link's entry was withdrawn since settle(): it is left behind
+      wait_op& op = t.ring.fire_first();
       --heap_waits_;
-      return {op, nullptr, at};
+      if (t.ring.waiting > 0)
+        resequence(t);
+      else if (now < key && may_leave(t))  // fired early (slack): its key would wake the driver for nothing
+        heap_.remove(n);
+      else
+        ++lingering_;  // rule 4: a wait from its handler re-keys it in place; settle() drops it otherwise
+      return {nullptr, &op, at};
     }
-    timer& t = *timer::from_node(&n);
-    const TimePoint at = t.expiry(), key = top.key;
-    wait_op& op = t.ring.fire_first();
-    --heap_waits_;
-    if (t.ring.waiting > 0)
-      resequence(t);
-    else if (now < key)  // fired early (slack): its key would wake the driver for nothing
-      heap_.remove(n);
-    else
-      ++lingering_;  // rule 4: a wait from its handler re-keys it in place; settle() drops it otherwise
-    return {nullptr, &op, at};
+    return {};
   }
 
   // A fired wait that has not run waits again, first of its timer, at the timer's expiry. False (nothing
@@ -339,7 +400,7 @@ class timer_queue {
     ++heap_waits_;
     if (!t.node.in_heap()) {
       t.node.seq = op.seq;
-      heap_.push(t.node, t.latest());
+      push_timer(t, t.latest());
       return true;
     }
     if (was_idle) --lingering_;
@@ -360,8 +421,15 @@ class timer_queue {
         on_sleep(*sleep_entry::from_node(&n));
         return;
       }
-      wait_ring& ring = timer::from_node(&n)->ring;
-      while (ring.waiting > 0) on_wait(ring.take_first_waiting());
+      timer& t = *timer::from_node(&n);
+      while (t.ring.waiting > 0) on_wait(t.ring.take_first_waiting());
+      if (!t.ring.has_link) return;
+      deadline_link::inspection link(deadline_node<TimePoint>::link_of(t));
+      if (wait_op* op = link.claim()) {
+        links_.claimed();
+        on_wait(*op);
+      }
+      link.unpin();
     };
     heap_.drain(collect);
     lanes_.drain([&](sleep_entry& op) { collect(op.node); });
@@ -377,15 +445,25 @@ class timer_queue {
     std::size_t in_heap = 0, lingering = 0, parked = 0;
     for (std::size_t i = 0; i < heap_.size(); ++i) {
       const heap_node* n = heap_.at(i).node();
-      const timer* t = n->is_timer ? timer::from_node(const_cast<heap_node*>(n)) : nullptr;
-      // A timer with waits is keyed no later than its latest time; one without may linger with any key.
-      if (t && t->ring.waiting > 0 && (heap_.at(i).key > t->latest() || t->expiry() == TimePoint::max())) return false;
+      timer* t = n->is_timer ? timer::from_node(const_cast<heap_node*>(n)) : nullptr;
+      // A timer with waits is keyed no later than its latest time; one without may linger with any key, but
+      // a deadline's (deadline_link.hpp, rule 3), whose link is pinned.
+      if (t && (t->ring.waiting > 0 || t->ring.has_link) &&
+          (heap_.at(i).key > t->latest() || t->expiry() == TimePoint::max() || !link_pinned(*t)))
+        return false;
       in_heap += t ? t->ring.waiting : 1;
       lingering += t && t->ring.waiting == 0;
     }
     if (!parked_.valid()) return false;
-    for (const heap_node* n : parked_.nodes())
-      parked += n->is_timer ? timer::from_node(const_cast<heap_node*>(n))->ring.waiting : 1;
+    for (heap_node* n : parked_.nodes()) {
+      if (!n->is_timer) {
+        ++parked;
+        continue;
+      }
+      timer& t = *timer::from_node(n);
+      if (!link_pinned(t)) return false;
+      parked += t.ring.waiting;
+    }
     return lanes_.valid(heap_) && in_heap + lanes_.queued() == heap_waits_ && parked == parked_waits_ &&
            lingering == lingering_;
   }
@@ -411,7 +489,7 @@ class timer_queue {
   // Keys a timer with waits at its latest time, ranked by its oldest waiting wait (which a lazy key may not
   // carry: see resequence). O(log N).
   void rekey_at_latest(timer& t) noexcept {
-    t.node.seq = t.ring.first_waiting()->seq;
+    if (const wait_op* first = t.ring.first_waiting()) t.node.seq = first->seq;  // a link's entry alone: as it was
     heap_.rekey(t.node, t.latest());
     ++rekeys_;
   }
@@ -426,8 +504,41 @@ class timer_queue {
         ++lingering_;
     } else if (t.node.parked()) {
       parked_waits_ -= n;
-      if (t.ring.waiting == 0) parked_.remove(t.node);
+      if (t.ring.waiting == 0 && may_leave(t)) parked_.remove(t.node);
     }
+  }
+
+  // A timer's node enters the heap or the parked list: a deadline's link is pinned (deadline_link.hpp, rule 3).
+  void push_timer(timer& t, const TimePoint& key) noexcept {
+    heap_.push(t.node, key);
+    pin(t);
+  }
+  void park(timer& t) {
+    parked_.push(t.node);
+    pin(t);
+  }
+  static void pin(timer& t) noexcept {
+    if (t.ring.has_link) deadline_link::inspection(deadline_node<TimePoint>::link_of(t)).pin();
+  }
+  // Whether a timer without waits may leave the heap or the parked list: a deadline's may once nothing is
+  // attached to its link, which is then unpinned (rule 3 there).
+  static bool may_leave(timer& t) noexcept {
+    if (!t.ring.has_link) return true;
+    deadline_link::inspection link(deadline_node<TimePoint>::link_of(t));
+    if (link.attached()) return false;
+    link.unpin();
+    return true;
+  }
+  static bool link_attached(timer& t) noexcept {
+    return deadline_link::inspection(deadline_node<TimePoint>::link_of(t)).attached();
+  }
+  static bool link_pinned(timer& t) noexcept {
+    return !t.ring.has_link || deadline_link::inspection(deadline_node<TimePoint>::link_of(t)).pinned();
+  }
+  // Whether the node must stay placed for what it holds: waits, or a link's attached entry (by the owner).
+  static bool holds_waits(const timer& t) noexcept {
+    return t.ring.waiting > 0 ||
+           (t.ring.has_link && deadline_node<TimePoint>::link_of(const_cast<timer&>(t)).attached());
   }
 
   TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) const noexcept {
@@ -442,6 +553,7 @@ class timer_queue {
   std::size_t parked_waits_ = 0;  // waits parked at TimePoint::max()
   std::size_t lingering_ = 0;     // timers left in the heap with no waits
   std::uint64_t rekeys_ = 0;
+  link_count links_;
   std::size_t capacity_ = heap_node::max_position;
   std::uint32_t next_seq_ = 0;
 };

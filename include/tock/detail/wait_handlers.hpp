@@ -204,7 +204,8 @@ void complete_op(Op* op, service_core& core, op_action a, const error_code& ec) 
     case op_action::discard:
     case op_action::shutdown: drop_op(op, core); break;
     case op_action::destroy: finish_op(op, finish_how::destroy, ec); break;
-    case op_action::detach: break;  // only a deadline's bound entry is detached
+    case op_action::detach:
+    case op_action::unlink: break;  // only a deadline's bound entry is detached, or held by a link
   }
 }
 
@@ -237,7 +238,7 @@ class handler_op : public Base {
 
   static Base make_base() noexcept {
     if constexpr (std::is_same_v<Base, wait_op>)
-      return wait_op{&do_complete<false>, nullptr, Target::checked_at_run, false, 0};
+      return wait_op{&do_complete<false>, nullptr, Target::checked_at_run, false};
     else
       return sleep_entry(&do_complete<false>);
   }

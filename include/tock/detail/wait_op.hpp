@@ -23,6 +23,8 @@ enum class op_action {
   destroy,  // the wait could not be started: destroy the handler in place, on the starting thread
   detach,   // a deadline's bound entry left its deadline, which is going away (destroyed or assigned over): the
             // operation goes on without a time limit (timed_op; never a timer wait or a sleep)
+  unlink,   // a deadline's link let go of the withdrawn entry it held (deadline_link.hpp, rule 1): drop the
+            // link's reference (timed_op)
 };
 
 // An operation's completion function. Which function it holds also says whether the service's handler is in
@@ -67,6 +69,9 @@ struct wait_op {
   // go, on the cancelling thread, not queued behind a drain; detached when its deadline goes away (see
   // detail/locked_section.hpp).
   bool bound = false;
+  // For an entry held by a deadline's link (deadline_link.hpp, rule 2): attached, withdrawn or claimed. Set
+  // before the link publishes the entry, then changed only by compare-and-swap (link_state_of); none otherwise.
+  std::uint8_t link_state = 0;
   std::uint32_t seq = 0;  // when the wait started: ranks its timer among equal deadlines while it is the oldest
 };
 
@@ -81,7 +86,9 @@ inline bool is_deferred(const wait_op& op) noexcept {
 struct wait_ring {
   wait_op* head;              // the oldest wait, or end() when there is none
   std::uint32_t waiting = 0;  // waits that have not fired
-  std::uint32_t due = 0;      // fired waits, at the front, whose handlers have not run yet
+  std::uint32_t due : 31 = 0;  // fired waits, at the front, whose handlers have not run yet
+  // The timer is a deadline, which keeps one more bound operation outside the ring (deadline_link.hpp).
+  std::uint32_t has_link : 1 = 0;
 
   wait_ring() noexcept : head(end()) {}
   wait_ring(const wait_ring&) = delete;
@@ -179,7 +186,7 @@ struct wait_ring {
   // The ring object moved to `*this` from `from`: repoint the last wait at the new end mark.
   void take_from(wait_ring& from) noexcept {
     waiting = from.waiting;
-    due = from.due;
+    due = from.due;  // has_link is the timer's own: it stays
     if (from.empty()) {
       head = end();
     } else {
