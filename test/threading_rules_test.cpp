@@ -160,6 +160,46 @@ BOOST_AUTO_TEST_CASE(timeout_fired_then_context_destroyed_then_slot_emitted) {
   sig.emit(asio::cancellation_type::terminal);  // the slot was left: nothing of the operation is reached
 }
 
+// The operation of a tock::timeout completed (its handler queued on a strand of another context, run by its
+// own thread) while its entry is still scheduled; the strand runs the handler, which takes the entry out,
+// while this thread destroys the entry's context (found by fuzz_threads_asan: the handler locked the destroyed
+// service's mutex). A handler on a foreign executor holds the service's core and leaves through it.
+BOOST_AUTO_TEST_CASE(timeout_completed_on_foreign_strand_while_its_context_is_destroyed) {
+  running_context other;
+  const auto strand = asio::make_strand(other.ctx);
+  std::atomic<int> calls{0}, failed{0};
+  constexpr int rounds = 4000;  // the window is a few instructions wide: many rounds, finely staggered
+  for (int i = 0; i < rounds; ++i) {
+    std::atomic<bool> hold{true};
+    asio::post(strand, [&] {  // keeps the handler queued behind it
+      while (hold.load()) std::this_thread::yield();
+    });
+    auto ctx = std::make_unique<asio::io_context>();
+    {
+      asio::steady_timer op(*ctx, 0ms);
+      op.async_wait(tock::timeout(1h, asio::bind_executor(strand, [&](const error_code& ec) {
+                                    if (ec) failed.fetch_add(1);
+                                    calls.fetch_add(1);
+                                  })));
+      std::this_thread::sleep_for(200us);  // the wait is due: a poll completes it, queueing the handler on the strand
+      for (int k = 0; k < 3; ++k) ctx->poll();
+      BOOST_REQUIRE_EQUAL(service_of(*ctx).pending(), 1u);  // the timeout's entry is still scheduled
+    }  // (had the wait not completed, destroying `op` would abort it: the handler checks for success)
+    std::thread release([&, n = i % 97] {
+      std::atomic<int> steps{0};
+      while (steps.fetch_add(1, std::memory_order_relaxed) < n * 40) {
+      }
+      hold.store(false);
+    });
+    ctx.reset();  // while the strand may be running the handler
+    release.join();
+    BOOST_REQUIRE(wait_until([&] { return calls.load() == i + 1; }));
+  }
+  other.stop();
+  BOOST_CHECK_EQUAL(calls.load(), rounds);
+  BOOST_CHECK_EQUAL(failed.load(), 0);
+}
+
 // --- r2: a timer used by one thread is cancelled, reset, moved onto or destroyed while its handler's strand,
 // on another context, emits or destroys the signal its wait is bound to. Only the strand touches the signal.
 

@@ -745,6 +745,25 @@ BOOST_FIXTURE_TEST_CASE(deadline_whose_old_key_passed_times_out_a_later_operatio
   check_idle<manual_clock>(ctx);
 }
 
+// An entry attached to a deadline parked at max() never fires: once the heap is empty the driver is disarmed,
+// though an entry is attached (found by fuzz_ops).
+BOOST_FIXTURE_TEST_CASE(deadline_parked_with_its_operation_leaves_the_driver_disarmed, pending_read) {
+  completion w;
+  std::optional<manual_timer> t(std::in_place, ctx, 10ms);
+  t->async_wait(record(w));  // the driver is armed for it
+  manual_deadline dl(ctx);   // never
+  read(dl.bind(record_io(r)));
+  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
+  t.reset();  // the heap is left empty
+  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
+  BOOST_CHECK_EQUAL(service_of<manual_clock>(ctx).pending(), 1u);
+  asio::write(s.client, asio::buffer("x", 1));
+  BOOST_REQUIRE(run_until(ctx, [&] { return r.calls > 0 && w.calls > 0; }));
+  BOOST_CHECK(!r.ec);
+  BOOST_CHECK_EQUAL(w.ec, aborted);
+  check_idle<manual_clock>(ctx);
+}
+
 // --- Moving the deadline object: its bound operations go with it, and the moved-from deadline is as if made
 // from its executor alone, usable again.
 

@@ -113,17 +113,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   ///@}
 
   /// A consistent snapshot of the service's counters (see timer_stats.hpp). O(1); takes the lock.
-  timer_stats stats() const {
-    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
-    std::uint64_t attached = 0, withdrawn = 0;  // deadlines' linked entries, counted without the lock
-    queue_.links().read(attached, withdrawn);
-    timer_stats s = core_->snapshot_locked(queue_.rekeys(), queue_.heap_waits() + queue_.parked_waits() + attached,
-                                           lazy_extensions_.load(std::memory_order_relaxed));
-    s.started += attached + withdrawn;
-    s.withdrawn += withdrawn;
-    if (s.pending > s.peak_pending) s.peak_pending = s.pending;
-    return s;
-  }
+  timer_stats stats() const;
 
   /// Checks the queue, the driver and the accounting against each other, for tests. O(N).
   bool invariants_hold() const {
@@ -140,17 +130,7 @@ class basic_timer_service : public asio::execution_context::service, private det
 
   /// Aborts the timer's waits (operation_aborted) and removes it from the heap; a deadline's bound operations
   /// are detached: they go on without a limit (timed_op::on_entry says why).
-  void destroy(implementation_type& impl) noexcept {
-    detail::wait_op* left = nullptr;  // a deadline's withdrawn entry, let go of once unlocked
-    {
-      locked_section section(*this);
-      section.detach_bound();
-      take_waits_locked(section, impl, static_cast<std::size_t>(-1));
-      queue_.remove_timer(impl);
-      if (impl.ring.has_link) left = detail::deadline_node<time_point>::link_of(impl).release();
-    }
-    if (left != nullptr) unlink(*left);
-  }
+  void destroy(implementation_type& impl) noexcept;
 
   /// Moves `from`'s expiry and waits to `to`, which holds nothing yet; `from` is left as a new timer with
   /// expiry `from_expiry` (Asio resets it to time_point()). O(waits of the timer).
@@ -272,37 +252,21 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// deadline's first entry goes to its link: O(1) and lock-free when its node is placed and the service has
   /// other entries attached (detail/deadline_link.hpp); else O(log N) under the lock, as a wait. Same errors as
   /// schedule().
-  error_code attach(implementation_type& impl, detail::wait_op& entry) {
-    if (!impl.ring.has_link) {
-      std::lock_guard<detail::futex_mutex> lock(core_->mutex());
-      return attach_locked(impl, entry);
-    }
-    detail::deadline_link& link = detail::deadline_node<time_point>::link_of(impl);
-    detail::wait_op* replaced = nullptr;
-    if (queue_.links().attaching() || !link.try_attach(entry, replaced)) return link_locked(impl, link, entry);
-    if (replaced != nullptr) unlink(*replaced);
-    return error_code();
-  }
+  error_code attach(implementation_type& impl, detail::wait_op& entry);
 
   /// Takes out an entry its deadline's link holds, its operation having completed: lock-free (but when no
   /// entry is left attached: the driver is then disarmed). False if it fired or was aborted or detached first.
-  bool withdraw(detail::wait_op& entry) noexcept {
-    if (!detail::withdraw(entry)) return false;
-    bool wrapped = false;
-    if (queue_.links().withdrawn(wrapped)) {
-      locked_section section(*this);  // disarms the driver if nothing is left to fire
-      if (wrapped) queue_.links().wrapped();
-    }
-    return true;
-  }
+  bool withdraw(detail::wait_op& entry) noexcept;
 
   /// Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
     locked_section section(*this);
-    const auto was = queue_.detach(entry);
-    core_->count_withdrawn_locked(was == queue_type::unlinked::waiting);  // `due`: already counted as fired
-    return was != queue_type::unlinked::nothing;
+    return detach_locked(entry);
   }
+
+  /// What an entry's operation may hold to reach the service (service_core::leave) while its context is being
+  /// destroyed on another thread. O(1).
+  const std::shared_ptr<detail::service_core>& core() const noexcept { return core_; }
 
  private:
   using wait_op = detail::wait_op;
@@ -328,41 +292,10 @@ class basic_timer_service : public asio::execution_context::service, private det
   // Allocates the operation (of kind Op: timer_wait_op or sleep_op) for a handler, with the handler's
   // executor as its target unless that is the context's own, and starts it at `where` (a timer, or a time).
   template <template <typename, typename> class Op, typename Where, typename Handler, typename IoExecutor>
-  void start(Where& where, Handler&& handler, const IoExecutor& io_ex) {
-    using handler_type = std::decay_t<Handler>;
-    const auto ex = asio::get_associated_executor(handler, io_ex);
-    if (runs_in_context(ex)) {
-      using op = Op<handler_type, detail::run_in_context>;
-      start_op(where, detail::allocate_op<op>(std::forward<Handler>(handler), detail::run_in_context{}));
-    } else {
-      auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
-      using target = detail::run_on_executor<decltype(work)>;
-      using op = Op<handler_type, target>;
-      start_op(where, detail::allocate_op<op>(std::forward<Handler>(handler), target{std::move(work)}));
-    }
-  }
+  void start(Where& where, Handler&& handler, const IoExecutor& io_ex);
 
   template <typename Where, typename Op>
-  void start_op(Where& where, Op* op) {
-    using base = std::conditional_t<std::is_base_of_v<wait_op, Op>, wait_op, sleep_entry>;
-    detail::unstarted_op<base> guard{op, *core_};
-    auto slot = asio::get_associated_cancellation_slot(op->handler());
-    const bool cancellable = slot.is_connected();
-    if (cancellable) slot.template emplace<detail::slot_cancellation<base>>(core_.get(), op);
-
-    std::unique_lock<detail::futex_mutex> lock(core_->mutex());
-    if (shut_down_) return;  // Asio's rule after shutdown: the handler is destroyed (unlocked), never invoked
-    if (past_capacity_locked(where)) {
-      // Refused: it completes with capacity_exceeded from the context.
-      const bool post = core_->defer_locked(static_cast<base&>(*std::exchange(guard.op, nullptr)),
-                                            detail::deferred::capacity_exceeded);
-      lock.unlock();
-      if (post) core_->post_drain();
-      return;
-    }
-    place_locked(where, static_cast<base&>(*op), cancellable);
-    guard.op = nullptr;
-  }
+  void start_op(Where& where, Op* op);
 
   bool past_capacity_locked(const implementation_type& impl) const noexcept { return queue_.wait_past_capacity(impl); }
 
@@ -375,35 +308,7 @@ class basic_timer_service : public asio::execution_context::service, private det
 
   // A deadline's entry for its link, already counted (deadline_link.hpp, rule 4: whoever counts from zero
   // arms the driver), or for its ring if an entry is attached already. Throws (arming) with nothing changed.
-  error_code link_locked(implementation_type& impl, detail::deadline_link& link, wait_op& entry) {
-    wait_op* replaced = nullptr;
-    error_code ec;
-    {
-      locked_section section(*this);  // disarms the driver if the count went back to zero
-      struct uncount {
-        detail::link_count& links;
-        bool armed = true;
-        ~uncount() {
-          if (armed) links.not_attached();
-        }
-      } counted{queue_.links()};
-      if (shut_down_) {
-        ec = make_error_code(error::shut_down);
-      } else if (link.attached()) {
-        ec = attach_locked(impl, entry);  // a second operation bound at once
-      } else if (queue_.link_past_capacity(impl)) {
-        ec = core_->refused_locked();
-      } else {
-        queue_.reserve_link(impl);
-        driver_.arm_for_locked(queue_.link_arming_key(impl));
-        queue_.place_for_link(impl);
-        link.attach_locked(entry, replaced);
-        counted.armed = false;
-      }
-    }
-    if (replaced != nullptr) unlink(*replaced);
-    return ec;
-  }
+  error_code link_locked(implementation_type& impl, detail::deadline_link& link, wait_op& entry);
 
   // The link let go of a withdrawn entry it held (deadline_link.hpp, rule 1), outside the lock.
   void unlink(wait_op& entry) noexcept { entry.complete(&entry, *core_, detail::op_action::unlink, error_code()); }
@@ -416,6 +321,8 @@ class basic_timer_service : public asio::execution_context::service, private det
     if (impl.expiry() == time_point::max()) reserve_parked_work();
     driver_.arm_for_locked(queue_.wait_key(impl));
     queue_.link_wait(impl, op);
+    // A wait that parks takes its timer out of the heap, which may leave it empty: the driver goes then.
+    if (impl.expiry() == time_point::max()) driver_.disarm_if_idle_locked();
     core_->count_started_locked(queue_.pending());
   }
   void place_locked(const sleep_time& t, sleep_entry& op, bool cancellable = true) {
@@ -428,13 +335,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   }
 
   // An earlier move, or one to or from max(), which parks: under the lock (see move_expiry).
-  void move_expiry_locked(implementation_type& impl, const time_point& t) {
-    locked_section section(*this);
-    queue_.reserve_move(impl, t);
-    if (t == time_point::max() && impl.ring.waiting > 0) reserve_parked_work();
-    driver_.arm_for_locked(queue_.move_key(impl, t));
-    queue_.move_expiry(impl, t);
-  }
+  void move_expiry_locked(implementation_type& impl, const time_point& t);
 
   // Parked waits (expiry time_point::max()) never fire and take no heap slot, but they are outstanding
   // work, as Asio's are: run() does not return while one is pending. The work is taken before the first
@@ -444,20 +345,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   }
 
   // A deadline's linked entry first, then its ring's waits, oldest first.
-  std::size_t take_waits_locked(locked_section& section, implementation_type& impl, std::size_t limit) noexcept {
-    std::size_t taken = 0;
-    if (impl.ring.has_link && limit > 0) {
-      detail::deadline_link::inspection link(detail::deadline_node<time_point>::link_of(impl));
-      if (wait_op* op = link.claim()) {
-        queue_.links().claimed();
-        ++core_->stats_locked().started;  // a linked entry's start was not counted (stats())
-        section.defer(*op);
-        ++taken;
-        --limit;
-      }
-    }
-    return taken + queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
-  }
+  std::size_t take_waits_locked(locked_section& section, implementation_type& impl, std::size_t limit) noexcept;
 
   // A slot was emitted (service_core::cancel). A fired wait is left to its runner, which reports it aborted
   // now that it is out of its ring; a deferred or fired sleep is in no queue, so nothing happens.
@@ -470,22 +358,32 @@ class basic_timer_service : public asio::execution_context::service, private det
     if (queue_.unschedule(op)) section.defer(op);  // else it fired, or its completion is already queued
   }
 
+  // An entry's operation ended first, on an executor other than this context's (service_core::leave): as
+  // detach() or withdraw(), or unschedule() for a sleep, with the lock held.
+  bool leave_locked(wait_op& op, std::unique_lock<detail::futex_mutex>& held) noexcept override {
+    locked_section section(*this, held);
+    if (!detail::linked(op)) return detach_locked(op);
+    if (!detail::withdraw(op)) return false;
+    bool wrapped = false;
+    queue_.links().withdrawn(wrapped);
+    if (wrapped) queue_.links().wrapped();
+    return true;
+  }
+  bool leave_locked(sleep_entry& op, std::unique_lock<detail::futex_mutex>& held) noexcept override {
+    locked_section section(*this, held);
+    return core_->count_withdrawn_locked(queue_.unschedule(op));
+  }
+
+  bool detach_locked(wait_op& entry) noexcept {
+    const auto was = queue_.detach(entry);
+    core_->count_withdrawn_locked(was == queue_type::unlinked::waiting);  // `due`: already counted as fired
+    return was != queue_type::unlinked::nothing;
+  }
+
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a
   // handler's destructor may destroy a timer or start a wait (which is then destroyed too); one that runs on
   // another executor and whose slot may still hold our handler is destroyed there (drop_op).
-  void shutdown() override {
-    std::vector<sleep_entry*> sleeps;
-    std::vector<wait_op*> waits;
-    {
-      std::lock_guard<detail::futex_mutex> lock(core_->mutex());
-      shut_down_ = true;
-      queue_.clear([&](sleep_entry& op) { sleeps.push_back(&op); }, [&](wait_op& op) { waits.push_back(&op); });
-      parked_work_.reset();
-      driver_.stop_locked();
-    }
-    for (sleep_entry* op : sleeps) op->complete(op, *core_, detail::op_action::shutdown, error_code());
-    for (wait_op* op : waits) op->complete(op, *core_, detail::op_action::shutdown, error_code());
-  }
+  void shutdown() override;
 
   // Shared with fired waits still queued on other executors, which may outlive the service.
   std::shared_ptr<detail::service_core> core_;
@@ -507,5 +405,7 @@ asio::execution_context::id basic_timer_service<Clock, WaitTraits>::id;
 using timer_service = basic_timer_service<std::chrono::steady_clock>;
 
 }  // namespace tock
+
+#include <tock/impl/timer_service.hpp>
 
 #endif

@@ -196,12 +196,31 @@ struct deadline_node : timer_node<TimePoint> {
 
   deadline_node() noexcept { this->ring.has_link = 1; }
 
-  // Requires t.ring.has_link. The address goes through an empty asm: GCC cannot see that the queue checks
-  // has_link first, and would warn of an access past a timer_node that is not a deadline's.
-  static deadline_link& link_of(timer_node<TimePoint>& t) noexcept {
+  // The link of a deadline's node. Requires t.ring.has_link. The address goes through an empty asm: GCC
+  // cannot see that callers check has_link first, and would warn of an access past a timer's node.
+  static deadline_link& of(timer_node<TimePoint>& t) noexcept {
     deadline_node* d = static_cast<deadline_node*>(&t);
     asm("" : "+r"(d));
     return d->link;
+  }
+
+  // What the queue asks of any timer's node, under the lock (rule 5), for a deadline's: the node entered the
+  // heap or the parked list (pinned: rule 3); it may leave them once it has no waits and nothing is attached
+  // (unpinned then: false, nothing changed, while an entry is attached); whether an entry is attached
+  // (requires has_link); whether the link is pinned, as it must be while the node is placed.
+  static void pin(timer_node<TimePoint>& t) noexcept {
+    if (t.ring.has_link) deadline_link::inspection(of(t)).pin();
+  }
+  static bool may_leave(timer_node<TimePoint>& t) noexcept {
+    if (!t.ring.has_link) return true;
+    deadline_link::inspection held(of(t));
+    if (held.attached()) return false;
+    held.unpin();
+    return true;
+  }
+  static bool attached(timer_node<TimePoint>& t) noexcept { return deadline_link::inspection(of(t)).attached(); }
+  static bool pinned(timer_node<TimePoint>& t) noexcept {
+    return !t.ring.has_link || deadline_link::inspection(of(t)).pinned();
   }
 };
 

@@ -125,12 +125,16 @@ class deferred_queue {
 };
 
 // What the core asks of the service that owns it: to take an operation out of its queue when the operation's
-// cancellation slot is emitted. The service registers itself for its lifetime (see service_core::cancel).
+// cancellation slot is emitted (it completes as aborted), or when a timed operation's own operation ended
+// first (leave_locked: true if the entry's reference is then the caller's, as with basic_timer_service::detach,
+// unschedule and withdraw). The service registers itself for its lifetime (see service_core::cancel).
 class op_canceller {
  public:
   // Under the core's lock, which the callee takes over (and releases) in `lock`.
   virtual void cancel_locked(wait_op& op, std::unique_lock<futex_mutex>& lock) noexcept = 0;
   virtual void cancel_locked(sleep_entry& op, std::unique_lock<futex_mutex>& lock) noexcept = 0;
+  virtual bool leave_locked(wait_op& op, std::unique_lock<futex_mutex>& lock) noexcept = 0;
+  virtual bool leave_locked(sleep_entry& op, std::unique_lock<futex_mutex>& lock) noexcept = 0;
 
  protected:
   ~op_canceller() = default;
@@ -176,6 +180,15 @@ class service_core : public std::enable_shared_from_this<service_core> {
   void cancel(Op& op) noexcept {
     std::unique_lock<futex_mutex> lock(mutex_);
     if (owner_ != nullptr) owner_->cancel_locked(op, lock);
+  }
+
+  // A timed operation's own operation ended first, on an executor other than the service's context, whose
+  // destruction may run on another thread meanwhile: the entry leaves the service through the core (which
+  // the operation holds) while the service lives. False, touching nothing, once it is gone. Takes the lock.
+  template <typename Op>
+  bool leave(Op& op) noexcept {
+    std::unique_lock<futex_mutex> lock(mutex_);
+    return owner_ != nullptr && owner_->leave_locked(op, lock);
   }
 
   // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it

@@ -47,6 +47,7 @@ class timed_op : public Link {
   timed_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, asio::cancellation_type type)
       : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
         executor_(ex), runs_in_context_(runs_in_context), type_(type) {
+    if (!runs_in_context) left_core_ = service.core();  // see leave_service
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
       user_slot_used_ = true;
@@ -86,23 +87,21 @@ class timed_op : public Link {
     const asio::cancellation_slot user_slot = asio::get_associated_cancellation_slot(handler_);
     { [[maybe_unused]] Handler dropped(std::move(handler_)); }
     if (user_slot_used_ && !runs_in_context_) {
+      // The leaver holds the operation's reference, and may end the operation there before dispatch returns.
       slot_leaver leaver(this, user_slot);
+      const Executor ex(executor_);
+      retire_done();
       try {
-        asio::dispatch(executor_, std::move(leaver));
-        retire_done();  // a link's reference keeps it: the leaver holds the operation's
+        asio::dispatch(ex, std::move(leaver));
         return;
       } catch (...) {
-        if (leaver.release()) {
-          leave_user_slot(user_slot);
-        } else {
-          retire_done();
-          return;  // Asio took it: it runs, or is destroyed, there
-        }
+        if (!leaver.release()) return;  // Asio took it: it runs, or is destroyed, there
+        leave_user_slot(user_slot);
       }
     } else {
       leave_user_slot(user_slot);
+      retire_done();
     }
-    retire_done();
     release();
   }
 
@@ -240,15 +239,20 @@ class timed_op : public Link {
   }
 
   static bool unlink(Service& s, sleep_entry& entry) { return s.unschedule(entry); }
-  // A linked entry is withdrawn without the lock, and its reference stays with the link (deadline_link.hpp).
-  static bool unlink(Service& s, wait_op& entry) {
-    return linked(entry) ? (s.withdraw(entry), false) : s.detach(entry);
-  }
+  static bool unlink(Service& s, wait_op& entry) { return linked(entry) ? s.withdraw(entry) : s.detach(entry); }
 
-  // Takes the entry out of its service if it is still there; true if the entry's reference is then ours.
+  // Takes the entry out of its service if it is still there; true if the entry's reference is then ours (a
+  // linked entry's stays with its link: deadline_link.hpp). A handler that runs on the service's own context
+  // completes inside its run(), so the service lives; one that runs elsewhere may complete while that context
+  // is destroyed on another thread, and leaves through the core it holds (left_core_, from the start).
   bool leave_service() {
     Service* s = service_.load(std::memory_order_acquire);
-    return s != nullptr && unlink(*s, *this);
+    if (s == nullptr) return false;
+    const bool taken = runs_in_context_ ? unlink(*s, *this) : left_core_->leave(static_cast<Link&>(*this));
+    if constexpr (std::is_same_v<Link, wait_op>) {
+      if (linked(*this)) return false;
+    }
+    return taken;
   }
 
   static void on_sleep_entry(sleep_entry* b, service_core& core, op_action a, const error_code& ec) {
@@ -292,7 +296,7 @@ class timed_op : public Link {
       release();
       return;
     }
-    left_core_ = core.shared_from_this();
+    if (runs_in_context_) left_core_ = core.shared_from_this();  // else held from the start
     left_.store(true, std::memory_order_release);
     if (a == op_action::detach) return release();  // its deadline is gone: no limit, nothing emitted
     const bool timed_out = a == op_action::invoke || !ec;
@@ -401,7 +405,8 @@ class timed_op : public Link {
   std::atomic<bool> timed_out_{false};
   std::atomic<bool> context_gone_{false};       // the entry was dropped with its context (see context_alive)
   std::atomic<bool> left_{false};               // the entry fired or was aborted: left_core_ is set
-  std::shared_ptr<service_core> left_core_;     // the core it left, written once before left_
+  // The core it left, written once before left_; from the start for a handler on a foreign executor.
+  std::shared_ptr<service_core> left_core_;
   std::atomic<std::uint32_t> state_{initiating | 3};  // the entry's, the operation's, the initiator's references
 };
 

@@ -44,9 +44,9 @@ class timer_driver {
     if (at < armed_at_) arm_locked(at);
   }
 
-  // Once nothing can fire, the driver's wait goes, so that run() can return. Never throws.
+  // Once nothing in the heap can fire, the driver's wait goes, so that run() can return. Never throws.
   void disarm_if_idle_locked() noexcept {
-    if (firing_ || queue_.can_fire() || armed_at_ == time_point::max()) return;
+    if (firing_ || (queue_.can_fire() && !queue_.heap_empty()) || armed_at_ == time_point::max()) return;
     armed_at_ = time_point::max();
     generation_.fetch_add(1, std::memory_order_relaxed);
     driver_.cancel();

@@ -84,32 +84,7 @@ class timer_queue {
     return t.node.in_heap() && heap_.key_of(t.node) < latest ? heap_.key_of(t.node) : latest;
   }
 
-  void link_wait(timer& t, wait_op& op) noexcept {
-    const bool first = t.ring.waiting == 0;
-    op.seq = next_seq_++;
-    t.ring.push_back(op);
-    if (t.expiry() == TimePoint::max()) {
-      if (t.node.in_heap()) {
-        heap_.remove(t.node);
-        --lingering_;
-      }
-      if (!t.node.parked()) park(t);
-      ++parked_waits_;
-      return;
-    }
-    ++heap_waits_;
-    // A timer ranks among equal deadlines by its oldest waiting wait (see resequence).
-    if (!first) return;
-    const TimePoint latest = t.latest();
-    if (t.node.in_heap()) {
-      --lingering_;
-      if (heap_.key_of(t.node) < latest) return;  // a lazy key stays (wait_key)
-      rekey_at_latest(t);
-    } else {
-      t.node.seq = op.seq;
-      push_timer(t, latest);
-    }
-  }
+  void link_wait(timer& t, wait_op& op) noexcept;
 
   // --- A deadline's link (deadline_link.hpp), by its owner under the lock.
 
@@ -176,19 +151,7 @@ class timer_queue {
 
   // Takes a sleep out; false if it is in neither the heap, a lane nor the parked list (it fired, or never
   // started). O(log N), O(1) for a sleep behind its lane's head. Requires a sleep pushed cancellable.
-  bool unschedule(sleep_entry& op) noexcept {
-    assert(op.node.position != heap_node::untracked);
-    if (op.node.parked()) {
-      parked_.remove(op.node);
-      --parked_waits_;
-    } else if (op.node.in_heap()) {
-      lanes_type::in_lane(op) ? lanes_.remove(op, heap_) : heap_.remove(op.node);
-      --heap_waits_;
-    } else {
-      return false;
-    }
-    return true;
-  }
+  bool unschedule(sleep_entry& op) noexcept;
 
   // --- Taking waits out.
 
@@ -196,36 +159,10 @@ class timer_queue {
   // them aborted), waiting ones are passed to `defer`. The timer stays in the heap: a later wait will likely
   // reuse its slot. Returns how many were taken.
   template <typename Defer>
-  std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept {
-    std::size_t taken = 0, waiting_taken = 0;
-    while (taken < limit && !t.ring.empty()) {
-      bool was_due = false;
-      wait_op& op = t.ring.take_front(was_due);
-      if (!was_due) {
-        defer(op);
-        ++waiting_taken;
-      }
-      ++taken;
-    }
-    if (waiting_taken > 0) waits_left(t, waiting_taken);
-    return taken;
-  }
+  std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept;
 
   // Takes a wait out of whatever ring it is in. O(waits of its timer).
-  unlinked detach(wait_op& op) noexcept {
-    if (op.next == nullptr || is_deferred(op)) return unlinked::nothing;
-    wait_op** link = nullptr;
-    wait_ring& ring = wait_ring::ring_of(op, link);
-    const bool was_due = ring.index_of(op) < ring.due;
-    wait_ring::unlink(link, op);
-    if (was_due) {
-      --ring.due;
-      return unlinked::due;
-    }
-    --ring.waiting;
-    waits_left(timer::of_ring(ring), 1);
-    return unlinked::waiting;
-  }
+  unlinked detach(wait_op& op) noexcept;
 
   // A timer without waits, and with nothing attached to its link, leaves the heap or the parked list (its
   // object is going away).
@@ -254,31 +191,7 @@ class timer_queue {
     return t.node.in_heap() && !(heap_.key_of(t.node) < latest) ? latest : TimePoint::max();
   }
 
-  void move_expiry(timer& t, const TimePoint& at) noexcept {
-    t.set_expiry(at);
-    const TimePoint latest = t.latest();
-    const std::size_t n = t.ring.waiting;
-    if (n == 0 && !t.ring.has_link) return;
-    if (at == TimePoint::max()) {
-      if (!t.node.in_heap()) return;
-      heap_.remove(t.node);
-      heap_waits_ -= n;
-      lingering_ -= n == 0;
-      if (n == 0 && may_leave(t)) return;
-      park(t);
-      parked_waits_ += n;
-    } else if (t.node.parked()) {
-      parked_.remove(t.node);
-      parked_waits_ -= n;
-      if (n == 0 && may_leave(t)) return;
-      t.node.seq = n > 0 ? t.ring.first_waiting()->seq : next_seq_++;
-      push_timer(t, latest);
-      heap_waits_ += n;
-      lingering_ += n == 0;
-    } else if (t.node.in_heap() && !(heap_.key_of(t.node) < latest)) {
-      rekey_at_latest(t);
-    }
-  }
+  void move_expiry(timer& t, const TimePoint& at) noexcept;
 
   // --- The slack of a timer (>= 0): slack_key, then set_slack.
 
@@ -303,7 +216,7 @@ class timer_queue {
     to.set_expiry(from.expiry());
     from.set_expiry(from_expiry);
     to.ring.take_from(from.ring);
-    if (to.ring.has_link) deadline_node<TimePoint>::link_of(to).take_from(deadline_node<TimePoint>::link_of(from));
+    if (to.ring.has_link) link::of(to).take_from(link::of(from));
     to.node.seq = from.node.seq;
     to.node.position = from.node.position;
     if (from.node.in_heap())
@@ -319,154 +232,25 @@ class timer_queue {
   // timers extended lazily are re-keyed at their latest time. True if the top is then due: a sleep or a
   // timer whose deadline has passed (not only its key: see slack, timer_node.hpp rule 0). O(log N) per
   // entry it passes.
-  [[gnu::always_inline]] bool settle(const TimePoint& now) noexcept {
-    while (!heap_.empty()) {
-      const auto& top = heap_.top();
-      heap_node& n = *top.node();
-      const TimePoint key = top.key;
-      if (!n.is_timer) return !(now < sleep_deadline(*sleep_entry::from_node(&n), key));
-      timer& t = *timer::from_node(&n);
-      if (t.ring.waiting == 0) {  // left behind by a cancel or reset, or fired (rule 4), unless its link holds one
-        if (now < key) {
-          if (!t.ring.has_link || !link_attached(t)) return false;
-        } else if (may_leave(t)) {
-          heap_.remove(n);
-          --lingering_;
-          continue;
-        }
-      }
-      if (const TimePoint latest = t.latest(); key < latest) {  // extended lazily
-        if (now < key) return false;
-        rekey_at_latest(t);
-        continue;
-      }
-      return !(now < t.expiry());
-    }
-    return false;
-  }
+  [[gnu::always_inline]] bool settle(const TimePoint& now) noexcept;
 
   // The next entry due at `now`, by latest time (by deadline, and by start order among equal deadlines, when
   // entries have equal slack): a sleep leaves the heap, a deadline's attached entry is claimed, else a timer's
   // oldest waiting wait fires (wait_ring::fire_first). A timer left without waits stays in the heap (rule 4): a
   // wait started from its handler re-keys it in place; settle() drops it otherwise. O(log N) per entry.
-  due pop_due(const TimePoint& now) noexcept {
-    while (settle(now)) {
-      const auto& top = heap_.top();
-      heap_node& n = *top.node();
-      if (!n.is_timer) {
-        sleep_entry* op = sleep_entry::from_node(&n);
-        const TimePoint at = sleep_deadline(*op, top.key);
-        lanes_type::in_lane(*op) ? lanes_.remove(*op, heap_) : heap_.pop();  // tracked or not
-        --heap_waits_;
-        return {op, nullptr, at};
-      }
-      timer& t = *timer::from_node(&n);
-      const TimePoint at = t.expiry(), key = top.key;
-      if (t.ring.has_link) {
-        deadline_link::inspection link(deadline_node<TimePoint>::link_of(t));
-        if (wait_op* op = link.claim()) {
-          links_.claimed();
-          if (t.ring.waiting == 0 && now < key) {  // fired early (slack), as below
-            heap_.remove(n);
-            --lingering_;
-            link.unpin();
-          }
-          return {nullptr, op, at, true};
-        }
-      }
-      if (t.ring.waiting == 0) continue;  // its link's entry was withdrawn since settle(): it is left behind
-      wait_op& op = t.ring.fire_first();
-      --heap_waits_;
-      if (t.ring.waiting > 0)
-        resequence(t);
-      else if (now < key && may_leave(t))  // fired early (slack): its key would wake the driver for nothing
-        heap_.remove(n);
-      else
-        ++lingering_;  // rule 4: a wait from its handler re-keys it in place; settle() drops it otherwise
-      return {nullptr, &op, at};
-    }
-    return {};
-  }
+  due pop_due(const TimePoint& now) noexcept;
 
   // A fired wait that has not run waits again, first of its timer, at the timer's expiry. False (nothing
   // changed) if the timer parks now or the heap cannot take it back.
-  bool wait_again(wait_op& op) noexcept {
-    wait_op** link = nullptr;
-    wait_ring& ring = wait_ring::ring_of(op, link);
-    timer& t = timer::of_ring(ring);
-    if (t.expiry() == TimePoint::max() || (!t.node.in_heap() && !heap_.try_reserve_one())) return false;
-    const bool was_idle = ring.waiting == 0;
-    ring.unfire(link, op);
-    ++heap_waits_;
-    if (!t.node.in_heap()) {
-      t.node.seq = op.seq;
-      push_timer(t, t.latest());
-      return true;
-    }
-    if (was_idle) --lingering_;
-    if (t.latest() < heap_.key_of(t.node))  // its expiry moved earlier while it had no waiting wait (rule 1)
-      rekey_at_latest(t);
-    else
-      resequence(t);
-    return true;
-  }
+  bool wait_again(wait_op& op) noexcept;
 
   // Empties the queue (shutdown): every sleep and every waiting wait is passed on. Fired waits stay in their
   // rings: their runners, queued on other executors, own them.
   template <typename OnSleep, typename OnWait>
-  void clear(OnSleep&& on_sleep, OnWait&& on_wait) noexcept {
-    auto collect = [&](heap_node& n) {
-      n.position = heap_node::nowhere;
-      if (!n.is_timer) {
-        on_sleep(*sleep_entry::from_node(&n));
-        return;
-      }
-      timer& t = *timer::from_node(&n);
-      while (t.ring.waiting > 0) on_wait(t.ring.take_first_waiting());
-      if (!t.ring.has_link) return;
-      deadline_link::inspection link(deadline_node<TimePoint>::link_of(t));
-      if (wait_op* op = link.claim()) {
-        links_.claimed();
-        on_wait(*op);
-      }
-      link.unpin();
-    };
-    heap_.drain(collect);
-    lanes_.drain([&](sleep_entry& op) { collect(op.node); });
-    parked_.drain(collect);
-    heap_waits_ = 0;
-    parked_waits_ = 0;
-    lingering_ = 0;
-  }
+  void clear(OnSleep&& on_sleep, OnWait&& on_wait) noexcept;
 
   // The heap and the accounting checked against each other, for tests. O(N).
-  bool valid() const {
-    if (!heap_.valid()) return false;
-    std::size_t in_heap = 0, lingering = 0, parked = 0;
-    for (std::size_t i = 0; i < heap_.size(); ++i) {
-      const heap_node* n = heap_.at(i).node();
-      timer* t = n->is_timer ? timer::from_node(const_cast<heap_node*>(n)) : nullptr;
-      // A timer with waits is keyed no later than its latest time; one without may linger with any key, but
-      // a deadline's (deadline_link.hpp, rule 3), whose link is pinned.
-      if (t && (t->ring.waiting > 0 || t->ring.has_link) &&
-          (heap_.at(i).key > t->latest() || t->expiry() == TimePoint::max() || !link_pinned(*t)))
-        return false;
-      in_heap += t ? t->ring.waiting : 1;
-      lingering += t && t->ring.waiting == 0;
-    }
-    if (!parked_.valid()) return false;
-    for (heap_node* n : parked_.nodes()) {
-      if (!n->is_timer) {
-        ++parked;
-        continue;
-      }
-      timer& t = *timer::from_node(n);
-      if (!link_pinned(t)) return false;
-      parked += t.ring.waiting;
-    }
-    return lanes_.valid(heap_) && in_heap + lanes_.queued() == heap_waits_ && parked == parked_waits_ &&
-           lingering == lingering_;
-  }
+  bool valid() const;
 
  private:
   // Heap slots held by waits: timers left in the heap without waits do not count, since they leave when
@@ -495,18 +279,7 @@ class timer_queue {
   }
 
   // Accounts for `n` waits that left a timer's ring before firing.
-  void waits_left(timer& t, std::size_t n) noexcept {
-    if (t.node.in_heap()) {
-      heap_waits_ -= n;
-      if (t.ring.waiting > 0)
-        resequence(t);
-      else
-        ++lingering_;
-    } else if (t.node.parked()) {
-      parked_waits_ -= n;
-      if (t.ring.waiting == 0 && may_leave(t)) parked_.remove(t.node);
-    }
-  }
+  void waits_left(timer& t, std::size_t n) noexcept;
 
   // A timer's node enters the heap or the parked list: a deadline's link is pinned (deadline_link.hpp, rule 3).
   void push_timer(timer& t, const TimePoint& key) noexcept {
@@ -517,29 +290,13 @@ class timer_queue {
     parked_.push(t.node);
     pin(t);
   }
-  static void pin(timer& t) noexcept {
-    if (t.ring.has_link) deadline_link::inspection(deadline_node<TimePoint>::link_of(t)).pin();
-  }
-  // Whether a timer without waits may leave the heap or the parked list: a deadline's may once nothing is
-  // attached to its link, which is then unpinned (rule 3 there).
-  static bool may_leave(timer& t) noexcept {
-    if (!t.ring.has_link) return true;
-    deadline_link::inspection link(deadline_node<TimePoint>::link_of(t));
-    if (link.attached()) return false;
-    link.unpin();
-    return true;
-  }
-  static bool link_attached(timer& t) noexcept {
-    return deadline_link::inspection(deadline_node<TimePoint>::link_of(t)).attached();
-  }
-  static bool link_pinned(timer& t) noexcept {
-    return !t.ring.has_link || deadline_link::inspection(deadline_node<TimePoint>::link_of(t)).pinned();
-  }
   // Whether the node must stay placed for what it holds: waits, or a link's attached entry (by the owner).
   static bool holds_waits(const timer& t) noexcept {
-    return t.ring.waiting > 0 ||
-           (t.ring.has_link && deadline_node<TimePoint>::link_of(const_cast<timer&>(t)).attached());
+    return t.ring.waiting > 0 || (t.ring.has_link && link::of(const_cast<timer&>(t)).attached());
   }
+  using link = deadline_node<TimePoint>;
+  static void pin(timer& t) noexcept { link::pin(t); }
+  static bool may_leave(timer& t) noexcept { return link::may_leave(t); }
 
   TimePoint sleep_deadline(const sleep_entry& op, const TimePoint& key) const noexcept {
     if (lanes_type::in_lane(op)) return lanes_.deadline(op, key);
@@ -559,5 +316,7 @@ class timer_queue {
 };
 
 }  // namespace tock::detail
+
+#include <tock/detail/impl/timer_queue.hpp>
 
 #endif
