@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <random>
 #include <string>
@@ -375,10 +376,10 @@ struct atomic_counts {
 };
 
 template <typename S>
-double threads(std::size_t ops) {
+double threads(std::size_t nthreads, std::size_t ops) {
   constexpr std::size_t per_thread_timers = 1024;
   constexpr std::size_t poll_period = 64;
-  asio::io_context ctx(2);
+  asio::io_context ctx(static_cast<int>(nthreads));
   S::warm_up(ctx);
   atomic_counts c;
   // A fresh lambda per wait (tock's async_wait does not accept an lvalue handler: see bench/README.md).
@@ -392,20 +393,21 @@ double threads(std::size_t ops) {
         c->other.fetch_add(1, std::memory_order_relaxed);
     };
   };
-  const std::size_t per_thread_ops = ops / 2;
-  thread_plan plans[2] = {make_thread_plan(per_thread_ops, per_thread_timers, seed + 10),
-                          make_thread_plan(per_thread_ops, per_thread_timers, seed + 11)};
-  S timers[2] = {S(ctx), S(ctx)};
-  for (auto& s : timers) {
-    s.reserve(per_thread_timers);
-    for (std::size_t i = 0; i < per_thread_timers; ++i) s.add(i);
+  const std::size_t per_thread_ops = ops / nthreads;
+  std::vector<thread_plan> plans;
+  std::deque<S> timers;  // a deque: a system holds timers in place, it need not move
+  for (std::size_t t = 0; t < nthreads; ++t) {
+    plans.push_back(make_thread_plan(per_thread_ops, per_thread_timers, seed + 10 + t));
+    timers.emplace_back(ctx);
+    timers.back().reserve(per_thread_timers);
+    for (std::size_t i = 0; i < per_thread_timers; ++i) timers.back().add(i);
   }
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard(ctx.get_executor());
-  std::atomic<int> ready{0}, loops_done{0};
+  std::atomic<std::size_t> ready{0}, loops_done{0};
   std::atomic<bool> go{false};
-  std::uint64_t starts[2] = {0, 0};
+  std::vector<std::uint64_t> starts(nthreads, 0);
 
-  auto body = [&](int tid) {
+  auto body = [&](std::size_t tid) {
     const thread_plan& p = plans[tid];
     S& mine = timers[tid];
     std::uint64_t started = 0;
@@ -422,24 +424,25 @@ double threads(std::size_t ops) {
       if (k % poll_period == poll_period - 1) ctx.poll();
     }
     starts[tid] = started;
-    if (loops_done.fetch_add(1) == 1) guard.reset();  // the last loop lets run() return once all is done
+    if (loops_done.fetch_add(1) == nthreads - 1) guard.reset();  // the last loop lets run() return once all is done
     ctx.run();
   };
 
-  std::thread a(body, 0), b(body, 1);
-  while (ready.load() != 2) {
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < nthreads; ++t) pool.emplace_back(body, t);
+  while (ready.load() != nthreads) {
   }
   const auto w0 = clock::now();
   go.store(true, std::memory_order_release);
-  a.join();
-  b.join();
+  for (auto& t : pool) t.join();
   const auto w1 = clock::now();
-  const std::uint64_t total = starts[0] + starts[1];
+  std::uint64_t total = 0;
+  for (std::uint64_t s : starts) total += s;
   check_count("completions (success + aborted)", c.ok.load() + c.aborted.load(), total);
   check_count("other errors", c.other.load(), 0);
   check(c.ok.load() > 0 && c.aborted.load() > 0, "expected both fired and aborted waits");
   const double wall = std::chrono::duration<double>(w1 - w0).count();
-  return static_cast<double>(per_thread_ops * 2) / wall;
+  return static_cast<double>(per_thread_ops * nthreads) / wall;
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -254,7 +254,8 @@ row run(const std::string& w, const std::string& s, std::size_t n, int repeats, 
     r.p99_us = median(p99);
     r.max_us = median(mx);
   } else if (w == "threads") {
-    threads_systems::with(s, [&]<typename S>() { r.ops_per_s = median_of(repeats, [&] { return threads<S>(n); }); });
+    threads_systems::with(s,
+                          [&]<typename S>() { r.ops_per_s = median_of(repeats, [&] { return threads<S>(n, ops); }); });
   } else if (w == "periodic") {
     periodic_systems::with(s, [&]<typename S>() {
       r.ns_per_op = median_of(repeats, [&] { return periodic<S>(n, ops, r.allocs_per_op); });
@@ -292,8 +293,9 @@ void list(bool quick) {
         std::printf("%s --n=10000 --repeats=%d\n", head.c_str(), quick ? 1 : 7);
       } else if (w == "periodic" || w == "tasks") {
         std::printf("%s --n=1000 --repeats=%d%s\n", head.c_str(), quick ? 1 : 3, ops.c_str());
-      } else if (w == "threads") {
-        std::printf("%s --n=%d --repeats=%d\n", head.c_str(), quick ? 200000 : 1000000, quick ? 1 : 3);
+      } else if (w == "threads") {  // N: the threads running the one context
+        for (int t : {1, 2, 4})
+          std::printf("%s --n=%d --repeats=%d --ops=%d\n", head.c_str(), t, quick ? 1 : 3, quick ? 200000 : 1000000);
       } else {
         for (const auto& [n, rep] : sizes)
           std::printf("%s --n=%zu --repeats=%d%s\n", head.c_str(), n, w == "memory" ? 1 : rep, ops.c_str());
