@@ -40,8 +40,8 @@ standalone_asio=${TOCK_ASIO_INCLUDE_DIR:-$PWD/../shared/third_party/asio-1.38.2/
 
 declare -A cmake_args=(
     [release]="-DCMAKE_BUILD_TYPE=Release"
-    [asan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=address,undefined -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
-    [tsan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=thread -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
+    [asan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=address,undefined -DTOCK_SANITIZE_O1=ON -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
+    [tsan]="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOCK_SANITIZE=thread -DTOCK_SANITIZE_O1=ON -DTOCK_BUILD_EXAMPLES=OFF -DTOCK_BUILD_BENCH=OFF"
     [clang]="-G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=Release"
     [standalone]="-DCMAKE_BUILD_TYPE=Release -DTOCK_ASIO=standalone -DTOCK_ASIO_INCLUDE_DIR=$standalone_asio"
 )
