@@ -580,11 +580,16 @@ BOOST_AUTO_TEST_CASE(concurrent_cancels_while_tasks_run_on_four_threads) {
   }
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) threads.emplace_back([&] { ctx.run(); });
-  BOOST_REQUIRE(eventually([&] {
+  const bool all_ran_twice = eventually([&] {
     for (auto& p : probes)
       if (p.runs.load() < 2) return false;
     return true;
-  }));
+  });
+  for (int i = 0; i < n && !all_ran_twice; ++i)  // which task fell behind, and of which kind
+    BOOST_CHECK_MESSAGE(probes[i].runs.load() >= 2,
+                        "task " << i << (i % 2 ? " (fixed rate, strand, burst)" : " (fixed delay)") << " ran "
+                                << probes[i].runs.load() << " times in 10 s");
+  BOOST_REQUIRE(all_ran_twice);
   std::vector<std::thread> cancellers;
   for (int c = 0; c < 2; ++c)
     cancellers.emplace_back([&, c] {
