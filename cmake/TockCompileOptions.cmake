@@ -9,8 +9,10 @@ function(tock_sanitize sanitizers)
   if(NOT sanitizers MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
     message(FATAL_ERROR "TOCK_SANITIZE='${sanitizers}': use address,undefined or thread")
   endif()
-  set(flags "-fsanitize=${sanitizers}" -fno-omit-frame-pointer -g)
-  if(TOCK_SANITIZE_O1)
+  set(flags "-fsanitize=${sanitizers}" -fno-omit-frame-pointer)
+  if(NOT TOCK_SANITIZE_O1)
+    list(APPEND flags -g)
+  else()
     # After the build type's -O2 -g, so these win: half the compile time (CI's sanitizer builds were 40 of its
     # minutes), the same checks; reports keep file:line for each frame, not the inlined frames within it.
     list(APPEND flags -O1 -g1)
