@@ -20,7 +20,9 @@ namespace tock {
 /// What a periodic timer does about the ticks that passed while its loop was stalled or its handler slow.
 enum class missed_ticks : unsigned char {
   skip,   ///< drop them: the next tick is the first point of the grid after now (the default)
-  burst,  ///< deliver them back to back until caught up, staying on the grid
+  /// deliver them back to back until caught up, staying on the grid; being earlier, they come before every later
+  /// deadline of the service (deadline order), which waits meanwhile
+  burst,
   delay,  ///< start over: the next tick is one period after the wait that follows a tick starts
 };
 

@@ -121,8 +121,9 @@ class timer_driver {
     timer_stats& stats = core_.stats_locked();
     ++stats.wakeups;
     bool fired = false;
-    // Bounded by what was pending on entry, so that waits started by the handlers of this batch, even due
-    // ones, wait for the next wake-up rather than starve the context.
+    // Bounded by the count pending on entry, so that handlers that keep starting due waits cannot keep the
+    // batch going and starve the context's other handlers: past it, what is left waits for the next wake-up.
+    // Within it the pops stay in deadline order, so a due wait a handler starts may come before older ones.
     for (std::size_t budget = queue_.heap_waits() + queue_.links().attached(); budget > 0; --budget) {
       const typename queue_type::due next = queue_.pop_due(now);
       if (!next) break;
