@@ -3,6 +3,7 @@
 #define TOCK_DETAIL_TIMED_INITIATION_HPP
 
 #include <tock/config.hpp>
+#include <tock/detail/timed_handler.hpp>
 #include <tock/detail/timed_op.hpp>
 #include <tock/error.hpp>
 
