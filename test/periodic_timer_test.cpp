@@ -427,6 +427,73 @@ BOOST_AUTO_TEST_CASE(use_future_gives_the_missed_count_or_the_error) {
   BOOST_CHECK_THROW(g.get(), sys::system_error);
 }
 
+// The missed count is read from the wake-up that completed the tick when its batch runs the handler: one
+// clock read per wake-up (detail/wakeup_time.hpp). A handler that moves the clock on does not move it for the
+// ticks completed by the same wake-up.
+BOOST_AUTO_TEST_CASE(missed_is_counted_at_the_wake_up_that_completed_the_tick) {
+  asio::io_context ctx;
+  periodic first(ctx, 10s, missed_ticks::burst), second(ctx, 10s, missed_ticks::burst);
+  std::vector<tick> ticks;
+  first.async_wait([&](const error_code& ec, std::uint64_t missed) {
+    ticks.push_back({ec, missed, manual_clock::now()});
+    manual_clock::advance(25s);  // two more periods pass before the next handler of this wake-up runs
+  });
+  second.async_wait(record_tick(ticks));
+  tock_test::advance_by(ctx, 10s);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK(!ticks[0].ec && !ticks[1].ec);
+  BOOST_CHECK_EQUAL(ticks[0].missed, 0u);
+  BOOST_CHECK_EQUAL(ticks[1].missed, 0u);  // counted at the wake-up, not at 35s
+  BOOST_CHECK(ticks[1].at == ticks[0].at + 25s);
+  // The next wake-up reads the clock again: both are two periods behind.
+  ticks.clear();
+  first.async_wait(record_tick(ticks));
+  second.async_wait(record_tick(ticks));
+  tock_test::settle(ctx);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[0].missed, 1u);  // tick 20s at 35s
+  BOOST_CHECK_EQUAL(ticks[1].missed, 1u);
+}
+
+// A tick whose handler runs on another context's executor runs after its wake-up, outside its batch: it
+// counts the periods missed when it runs.
+BOOST_AUTO_TEST_CASE(a_tick_run_on_another_context_counts_missed_when_it_runs) {
+  asio::io_context ctx, other;
+  periodic t(ctx, 10s, missed_ticks::burst);
+  std::vector<tick> ticks;
+  t.async_wait(asio::bind_executor(other, record_tick(ticks)));
+  tock_test::advance_by(ctx, 10s);  // fires: the handler is queued on `other`
+  BOOST_CHECK(ticks.empty());
+  manual_clock::advance(25s);
+  tock_test::settle(other);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK(!ticks[0].ec);
+  BOOST_CHECK_EQUAL(ticks[0].missed, 2u);  // tick 10s run at 35s
+}
+
+// A handler may run another context's batch inside its own: each tick counts from its own wake-up, and the
+// outer batch's reading is back for the handlers after it.
+BOOST_AUTO_TEST_CASE(a_nested_wake_up_counts_its_own_ticks_and_restores_the_outer_one) {
+  asio::io_context outer, inner;
+  periodic a(outer, 10s, missed_ticks::burst), b(outer, 10s, missed_ticks::burst);
+  periodic c(inner, 10s, missed_ticks::burst);
+  std::vector<tick> ticks, inner_ticks;
+  c.async_wait(record_tick(inner_ticks));
+  a.async_wait([&](const error_code& ec, std::uint64_t missed) {
+    ticks.push_back({ec, missed, manual_clock::now()});
+    manual_clock::advance(25s);
+    tock_test::settle(inner);  // c's wake-up, at 35s, inside a's handler
+  });
+  b.async_wait(record_tick(ticks));
+  manual_clock::advance(10s);
+  tock_test::settle(outer);
+  BOOST_REQUIRE_EQUAL(inner_ticks.size(), 1u);
+  BOOST_CHECK_EQUAL(inner_ticks[0].missed, 2u);  // c's tick at 10s, its wake-up at 35s
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[0].missed, 0u);
+  BOOST_CHECK_EQUAL(ticks[1].missed, 0u);  // b: the outer wake-up's reading, at 10s
+}
+
 BOOST_AUTO_TEST_CASE(ticks_on_the_steady_clock_in_order_and_never_early) {
   // Real time is the point: the default clock and the real driver.
   asio::io_context ctx;

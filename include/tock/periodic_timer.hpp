@@ -6,6 +6,7 @@
 #include <tock/config.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_object.hpp>
+#include <tock/detail/wakeup_time.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -57,10 +58,14 @@ struct periodic_state {
   // The time of tick `next` (time_point::max() once the grid leaves the clock's range).
   time_point tick_time() const noexcept { return grid_point(origin, period, next); }
 
-  // A successful wait for tick `next` completes now: moves to the next tick by the policy and returns how
+  // When a successful wait completes: the reading of the wake-up that completed it when its batch runs the
+  // handler (in place, or dispatched inline), else the clock's (wakeup_time.hpp).
+  time_point completion_time() const { return wakeup_time<Clock>::of(timer ? timer->service().core().get() : nullptr); }
+
+  // A successful wait for tick `next` completed at `now`: moves to the next tick by the policy and returns how
   // many whole periods have passed since the tick's time.
-  std::uint64_t consume() noexcept {
-    const time_point at = tick_time(), now = Clock::now();
+  std::uint64_t consume(const time_point& now) noexcept {
+    const time_point at = tick_time();
     const std::uint64_t missed = now > at ? static_cast<std::uint64_t>(saturating_sub(now, at) / period) : 0;
     ++ticks;
     switch (policy) {
@@ -89,7 +94,7 @@ class tick_handler {
   void operator()(const error_code& ec) {
     const std::shared_ptr<State> state = std::move(state_);
     state->ended(id_);
-    const std::uint64_t missed = ec ? 0 : state->consume();
+    const std::uint64_t missed = ec ? 0 : state->consume(state->completion_time());
     std::move(handler_)(ec, missed);
   }
 
@@ -239,9 +244,10 @@ class basic_periodic_timer {
   }
 
   /// Waits for the next tick; completes with void(error_code, std::uint64_t missed): success and the number
-  /// of whole periods between the tick's time and the completion (skip: the ticks dropped; burst: the ticks
-  /// still due after this one; delay: how late it ran), or operation_aborted (cancel(), destruction, or a
-  /// cancellation slot of any type) or tock::error::capacity_exceeded, with missed = 0 and the tick kept.
+  /// of whole periods between the tick's time and the completion, read once per wake-up for the handlers it
+  /// runs (skip: the ticks dropped; burst: the ticks still due after this one; delay: how late it ran), or
+  /// operation_aborted (cancel(), destruction, or a cancellation slot of any type) or
+  /// tock::error::capacity_exceeded, with missed = 0 and the tick kept.
   /// One wait at a time: throws sys::system_error (asio::error::already_started) if one is
   /// pending. O(log N) at most (O(1) when the tick moves later), as basic_timer::async_wait.
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>

@@ -7,6 +7,7 @@
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timer_queue.hpp>
+#include <tock/detail/wakeup_time.hpp>
 #include <tock/error.hpp>
 
 #include <atomic>
@@ -118,6 +119,7 @@ class timer_driver {
     } guard{*this, lock, now};
 
     firing_ = true;
+    const typename wakeup_time<Clock>::scope wakeup(core_, now);  // for the handlers the batch calls
     timer_stats& stats = core_.stats_locked();
     ++stats.wakeups;
     bool fired = false;
