@@ -455,6 +455,50 @@ BOOST_AUTO_TEST_CASE(missed_is_counted_at_the_wake_up_that_completed_the_tick) {
   BOOST_CHECK_EQUAL(ticks[1].missed, 1u);
 }
 
+// Skip places its next tick after the time it counts from, so it reads the clock: a slow handler before it in
+// the same wake-up must not leave its next tick in the past (a second tick back to back).
+BOOST_AUTO_TEST_CASE(skip_reads_the_clock_after_a_slow_handler_of_the_same_wake_up) {
+  asio::io_context ctx;
+  const auto start = manual_clock::now();
+  periodic slow(ctx, 10s, missed_ticks::burst), ticker(ctx, 10s, missed_ticks::skip);
+  std::vector<tick> ticks;
+  slow.async_wait([&](const error_code& ec, std::uint64_t missed) {
+    ticks.push_back({ec, missed, manual_clock::now()});
+    manual_clock::advance(25s);  // the handler takes 25 s
+  });
+  ticker.async_wait(record_tick(ticks));
+  tock_test::advance_by(ctx, 10s);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 2u);
+  BOOST_CHECK_EQUAL(ticks[1].missed, 2u);  // its tick at 10s, run at 35s: 20s and 30s dropped
+  BOOST_CHECK(ticker.next_tick() == start + 40s);
+  ticker.async_wait(record_tick(ticks));
+  tock_test::settle(ctx);
+  BOOST_CHECK_EQUAL(ticks.size(), 2u);  // not due before 40s
+}
+
+// The wake-up's reading is its own service's: a tick of another service run inside that batch (here a
+// handler queued on the batch's context, run by a poll nested in one of its handlers) reads the clock.
+BOOST_AUTO_TEST_CASE(a_tick_run_inside_another_services_wake_up_reads_the_clock) {
+  asio::io_context a, b;
+  periodic t(a, 10s, missed_ticks::burst);
+  tock::basic_timer<manual_clock> other(b, 20s);
+  std::vector<tick> ticks;
+  t.async_wait(asio::bind_executor(b, record_tick(ticks)));
+  bool nested = false;
+  other.async_wait([&](const error_code&) {
+    manual_clock::advance(30s);
+    b.poll();  // runs t's tick, queued behind this wake-up
+    nested = true;
+  });
+  manual_clock::advance(20s);  // b's wake-up, at 20s, is queued on b
+  tock_test::settle(a);         // t fires (its tick was at 10s); its handler is queued on b behind the wake-up
+  BOOST_CHECK(ticks.empty());
+  tock_test::settle(b);
+  BOOST_CHECK(nested);
+  BOOST_REQUIRE_EQUAL(ticks.size(), 1u);
+  BOOST_CHECK_EQUAL(ticks[0].missed, 4u);  // its tick at 10s, run at 50s (b's wake-up read 20s: 1)
+}
+
 // A tick whose handler runs on another context's executor runs after its wake-up, outside its batch: it
 // counts the periods missed when it runs.
 BOOST_AUTO_TEST_CASE(a_tick_run_on_another_context_counts_missed_when_it_runs) {

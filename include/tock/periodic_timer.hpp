@@ -58,9 +58,14 @@ struct periodic_state {
   // The time of tick `next` (time_point::max() once the grid leaves the clock's range).
   time_point tick_time() const noexcept { return grid_point(origin, period, next); }
 
-  // When a successful wait completes: the reading of the wake-up that completed it when its batch runs the
-  // handler (in place, or dispatched inline), else the clock's (wakeup_time.hpp).
-  time_point completion_time() const { return wakeup_time<Clock>::of(timer ? timer->service().core().get() : nullptr); }
+  // When a successful wait completes. Skip places the next tick after it, so it reads the clock: a handler
+  // before it in the same wake-up may have taken long. Burst and delay only report it: the reading of the
+  // wake-up that completed the tick when that wake-up's batch runs the handler, else the clock's
+  // (wakeup_time.hpp).
+  time_point completion_time() const {
+    if (policy == missed_ticks::skip || !timer) return Clock::now();
+    return wakeup_time<Clock>::of(timer->service().core().get());
+  }
 
   // A successful wait for tick `next` completed at `now`: moves to the next tick by the policy and returns how
   // many whole periods have passed since the tick's time.
@@ -244,8 +249,9 @@ class basic_periodic_timer {
   }
 
   /// Waits for the next tick; completes with void(error_code, std::uint64_t missed): success and the number
-  /// of whole periods between the tick's time and the completion, read once per wake-up for the handlers it
-  /// runs (skip: the ticks dropped; burst: the ticks still due after this one; delay: how late it ran), or
+  /// of whole periods between the tick's time and the completion (skip: the ticks dropped, counted when the
+  /// handler runs; burst: the ticks still due after this one; delay: how late it ran; these two counted at the
+  /// wake-up that completed the tick when that wake-up runs the handler: one clock read per wake-up), or
   /// operation_aborted (cancel(), destruction, or a cancellation slot of any type) or
   /// tock::error::capacity_exceeded, with missed = 0 and the tick kept.
   /// One wait at a time: throws sys::system_error (asio::error::already_started) if one is

@@ -361,7 +361,7 @@ class periodic_task final : public task_control {
 
   // A run has finished: moves to the next run. Skip: the first grid point not before now, counting the
   // points passed over as missed; burst: the next point, however late; delay (and fixed delay): one period
-  // from now. Burst reads no clock (a read costs a fifth of a run: bench/README.md, periodic).
+  // from now. Burst reads no clock (a read costs a quarter of a run: bench/README.md, periodic).
   void advance_locked() noexcept {
     if (fixed_delay_ || policy_ == missed_ticks::delay) {
       origin_ = Clock::now();

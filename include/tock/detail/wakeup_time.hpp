@@ -6,13 +6,15 @@ namespace tock::detail {
 
 class service_core;
 
-// A handler that needs the time it completes at (a periodic tick counts the periods it missed) takes the
-// driver's reading of the wake-up that completed it, when that wake-up's batch is what runs the handler on this
-// thread: one clock read per wake-up, as Asio's reactor reads it, not one per handler (each read is ~30 ns on a
-// VM's clock, a fifth of a tick: bench/README.md, periodic). The reading is tagged with its service, so that a
-// handler completed by another service (or none) reads the clock: either way the time is at or after the one
-// its wait fired at, and at or before now. A batch restores the reading it found when it ends: a handler may
-// run another context's batch inside its own.
+// A handler that needs the time it completed at, only to report it (a burst or delay periodic tick counts the
+// periods it missed), takes the driver's reading of the wake-up that completed it, when that wake-up's batch is
+// what runs the handler on this thread: one clock read per wake-up, as Asio's reactor reads it, not one per
+// handler (each read is ~30 ns on a VM's clock, a quarter of a tick: bench/README.md, periodic). The reading
+// is tagged with its service, so that a handler completed by another service (or none) reads the clock: either
+// way the time is no earlier than the batch that fired its wait and, on a steady clock, no later than now. It
+// lags the clock by the batch's earlier handlers, so a handler that places something after now (a skip tick)
+// reads the clock itself. A batch restores the reading it found when it ends: a handler may run another
+// context's batch inside its own.
 template <typename Clock>
 class wakeup_time {
   struct batch {
