@@ -183,11 +183,12 @@ class timer_queue {
     if (t.ring.waiting > 0 || t.ring.has_link) reserve_at(at);
   }
 
-  // Where the move puts the timer in the heap, or max() if it puts it nowhere earlier.
+  // Where the move puts something that can fire in the heap (the driver arms for it), or max() if nothing, or
+  // nowhere earlier. A deadline with nothing attached is re-keyed too (rule 3) but cannot fire: it arms nothing.
   TimePoint move_key(const timer& t, const TimePoint& at) const noexcept {
-    if ((t.ring.waiting == 0 && !t.ring.has_link) || at == TimePoint::max()) return TimePoint::max();
+    if (!holds_waits(t) || at == TimePoint::max()) return TimePoint::max();
     const TimePoint latest = latest_time(at, t.slack);
-    if (t.node.parked()) return holds_waits(t) ? latest : TimePoint::max();
+    if (t.node.parked()) return latest;
     return t.node.in_heap() && !(heap_.key_of(t.node) < latest) ? latest : TimePoint::max();
   }
 
@@ -195,9 +196,10 @@ class timer_queue {
 
   // --- The slack of a timer (>= 0): slack_key, then set_slack.
 
-  // Where the new slack puts the timer in the heap, or max() if nowhere earlier.
+  // Where the new slack puts something that can fire in the heap, or max() if nothing, or nowhere earlier (as
+  // move_key).
   TimePoint slack_key(const timer& t, const duration& slack) const noexcept {
-    if ((t.ring.waiting == 0 && !t.ring.has_link) || !t.node.in_heap()) return TimePoint::max();
+    if (!holds_waits(t) || !t.node.in_heap()) return TimePoint::max();
     const TimePoint latest = latest_time(t.expiry(), slack);
     return latest < heap_.key_of(t.node) ? latest : TimePoint::max();
   }
