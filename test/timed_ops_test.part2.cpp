@@ -585,51 +585,41 @@ BOOST_FIXTURE_TEST_CASE(deadline_binds_again_after_cancel, pending_read) {
 }
 
 // A cancelled deadline stays in the heap, re-keyed when its latest time moves earlier (deadline_link.hpp, rule
-// 3), but nothing it holds can fire: the context must run out of work, not wait for that key (found by
-// fuzz_ops: set_slack and an earlier expiry armed the driver for it). It still limits the next read.
-BOOST_FIXTURE_TEST_CASE(deadline_cancelled_then_given_less_slack_keeps_the_context_idle, pending_read) {
-  manual_deadline dl(ctx, 10ms);
-  dl.set_slack(4ms);
-  read(dl.bind(record_io(r)));
-  ctx.poll();
+// 3), but nothing it holds can fire: after `change` (an earlier latest time) the context must run out of work,
+// not wait for that key (found by fuzz_ops: set_slack and an earlier expiry armed the driver for it). It still
+// limits the next read.
+template <typename Change>
+void cancelled_deadline_keeps_the_context_idle(pending_read& f, manual_deadline& dl, Change change) {
+  f.read(dl.bind(record_io(f.r)));
+  f.ctx.poll();
   dl.cancel();
-  BOOST_REQUIRE(settle(ctx));
-  BOOST_CHECK_EQUAL(r.ec, aborted);
-  dl.set_slack(0ms);
-  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
-  ctx.restart();
-  ctx.poll();
-  BOOST_CHECK(ctx.stopped());  // no work left: run() would return
+  BOOST_REQUIRE(settle(f.ctx));
+  BOOST_CHECK_EQUAL(f.r.ec, aborted);
+  change();
+  BOOST_CHECK(service_of<manual_clock>(f.ctx).invariants_hold());
+  f.ctx.restart();
+  f.ctx.poll();
+  BOOST_CHECK(f.ctx.stopped());  // no work left: run() would return
   io_result second;
-  read(dl.bind(record_io(second)));
-  BOOST_REQUIRE(advance_to(ctx, dl.expiry()));
+  f.read(dl.bind(record_io(second)));
+  advance_to(f.ctx, dl.expiry() - tick);
+  BOOST_CHECK_EQUAL(second.calls, 0);
+  BOOST_REQUIRE(advance_to(f.ctx, dl.expiry()));
   BOOST_REQUIRE_EQUAL(second.calls, 1);
   BOOST_CHECK_EQUAL(second.ec, timed_out);
   BOOST_CHECK(second.virtual_at == dl.expiry());
-  check_idle<manual_clock>(ctx);
+  check_idle<manual_clock>(f.ctx);
+}
+
+BOOST_FIXTURE_TEST_CASE(deadline_cancelled_then_given_less_slack_keeps_the_context_idle, pending_read) {
+  manual_deadline dl(ctx, 10ms);
+  dl.set_slack(4ms);
+  cancelled_deadline_keeps_the_context_idle(*this, dl, [&] { dl.set_slack(0ms); });
 }
 
 BOOST_FIXTURE_TEST_CASE(deadline_cancelled_then_moved_earlier_keeps_the_context_idle, pending_read) {
   manual_deadline dl(ctx, 10ms);
-  read(dl.bind(record_io(r)));
-  ctx.poll();
-  dl.cancel();
-  BOOST_REQUIRE(settle(ctx));
-  BOOST_CHECK_EQUAL(r.ec, aborted);
-  dl.expires_after(5ms);
-  BOOST_CHECK(service_of<manual_clock>(ctx).invariants_hold());
-  ctx.restart();
-  ctx.poll();
-  BOOST_CHECK(ctx.stopped());
-  io_result second;
-  read(dl.bind(record_io(second)));
-  advance_to(ctx, dl.expiry() - tick);
-  BOOST_CHECK_EQUAL(second.calls, 0);
-  BOOST_REQUIRE(advance_to(ctx, dl.expiry()));
-  BOOST_REQUIRE_EQUAL(second.calls, 1);
-  BOOST_CHECK_EQUAL(second.ec, timed_out);
-  BOOST_CHECK(second.virtual_at == dl.expiry());
-  check_idle<manual_clock>(ctx);
+  cancelled_deadline_keeps_the_context_idle(*this, dl, [&] { dl.expires_after(5ms); });
 }
 
 // A deadline that goes away aborts its waits and leaves its bound operations to their I/O objects, without a
