@@ -403,6 +403,46 @@ BOOST_AUTO_TEST_CASE(deadline_link_attached_off_context_while_its_entries_fire_a
   BOOST_CHECK(tock::timer_service::of(rc.ctx).invariants_hold());
 }
 
+// The owner binds operations to a deadline while the context's thread fires the deadline's own waits, whose
+// handlers run on a strand of a context not yet run: each stays in the ring as fired (wait_ring::due, written
+// under the lock). The bind reads nothing of the ring without the lock (deadline_link.hpp, rule 6): fuzz_threads
+// found attach() reading the has_link bit beside `due`, a data race under TSan. Every wait and operation ends once.
+BOOST_AUTO_TEST_CASE(deadline_bound_off_context_while_its_strand_waits_fire) {
+  constexpr int rounds = 200;
+  running_context rc;
+  asio::io_context other;  // run at the end: the fired waits stay due until then
+  strand_type strand(other.get_executor());
+  std::atomic<int> reads{0}, read_errors{0};
+  int waits = 0, wait_errors = 0;  // on this thread, which runs `other`
+  {
+    tock::deadline dl(rc.ctx.get_executor());
+    asio::steady_timer op(rc.ctx, 1h);  // the bound operation, timed out by the deadline
+    for (int i = 0; i < rounds; ++i) {
+      dl.expires_after(0ms);
+      dl.async_wait(asio::bind_executor(strand, [&](const error_code& ec) {
+        ++waits;
+        if (ec && ec != aborted) ++wait_errors;
+      }));
+      std::this_thread::sleep_for(200us);  // no synchronisation: the wait fires meanwhile, on rc's thread
+      op.async_wait(dl.bind([&](const error_code& ec) {
+        if (ec != tock_test::timed_out) read_errors.fetch_add(1);
+        reads.fetch_add(1);
+      }));
+    }
+    BOOST_REQUIRE(wait_until([&] { return reads.load() == rounds; }));
+    BOOST_REQUIRE(wait_until([&] {
+      other.restart();
+      other.poll();
+      return waits == rounds;
+    }));
+    BOOST_CHECK(tock::timer_service::of(rc.ctx).stats().balanced());
+  }
+  rc.stop();
+  BOOST_CHECK_EQUAL(read_errors.load(), 0);
+  BOOST_CHECK_EQUAL(wait_errors, 0);
+  BOOST_CHECK(tock::timer_service::of(rc.ctx).invariants_hold());
+}
+
 // --- r5: a periodic task on a pool, its timer on a host context run without a work guard: between the wait
 // that fired and the run that waits again, the host must not run out of work.
 

@@ -247,12 +247,12 @@ class basic_timer_service : public asio::execution_context::service, private det
     lazy_extensions_.store(lazy_extensions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
-  /// Adds an entry to a timer's waits: it fires with them (op_action::invoke) and is aborted with them
-  /// (op_action::deliver) unless taken out first (detach, or withdraw for one a deadline's link holds). A
-  /// deadline's first entry goes to its link: O(1) and lock-free when its node is placed and the service has
-  /// other entries attached (detail/deadline_link.hpp); else O(log N) under the lock, as a wait. Same errors as
+  /// Adds an entry to a deadline's waits: it fires with them (op_action::invoke) and is aborted with them
+  /// (op_action::deliver) unless taken out first (withdraw while its link holds it, else detach). The first
+  /// entry goes to the deadline's link: O(1) and lock-free when its node is placed and the service has other
+  /// entries attached (detail/deadline_link.hpp); else O(log N) under the lock, as a wait. Same errors as
   /// schedule().
-  error_code attach(implementation_type& impl, detail::wait_op& entry);
+  error_code attach(detail::deadline_node<time_point>& node, detail::wait_op& entry);
 
   /// Takes out an entry its deadline's link holds, its operation having completed: lock-free (but when no
   /// entry is left attached: the driver is then disarmed). False if it fired or was aborted or detached first.

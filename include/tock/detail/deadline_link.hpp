@@ -39,6 +39,9 @@ namespace tock::detail {
 // 5. Under the lock, whoever is not the owner (the driver, shutdown, a ring's entry leaving) reads the entry
 //    through an `inspection`, which sets `busy` in the word for its length: an owner that finds it set takes
 //    the lock (it waits for the inspection to end), so the entry it would let go of is not freed while read.
+// 6. Without the lock, the owner reads nothing of the node but its link and its expiry (an atomic): the
+//    ring's counters share words that the driver writes under the lock (wait_ring's `due` beside `has_link`),
+//    so a deadline's node is known by its type (attach takes a deadline_node), never by reading has_link.
 //
 // The entry is attached only to a node that can fire: no wait is parked for it, and it holds no work on the
 // context (its I/O operation does).

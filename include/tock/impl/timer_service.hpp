@@ -31,14 +31,10 @@ void basic_timer_service<Clock, WaitTraits>::destroy(implementation_type& impl) 
 }
 
 template <typename Clock, typename WaitTraits>
-error_code basic_timer_service<Clock, WaitTraits>::attach(implementation_type& impl, detail::wait_op& entry) {
-  if (!impl.ring.has_link) {
-    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
-    return attach_locked(impl, entry);
-  }
-  detail::deadline_link& link = detail::deadline_node<time_point>::of(impl);
-  detail::wait_op* replaced = nullptr;
-  if (queue_.links().attaching() || !link.try_attach(entry, replaced)) return link_locked(impl, link, entry);
+error_code basic_timer_service<Clock, WaitTraits>::attach(detail::deadline_node<time_point>& node,
+                                                          detail::wait_op& entry) {
+  detail::wait_op* replaced = nullptr;  // no read of node.ring here: deadline_link.hpp, rule 6
+  if (queue_.links().attaching() || !node.link.try_attach(entry, replaced)) return link_locked(node, node.link, entry);
   if (replaced != nullptr) unlink(*replaced);
   return error_code();
 }
