@@ -443,6 +443,102 @@ BOOST_AUTO_TEST_CASE(deadline_bound_off_context_while_its_strand_waits_fire) {
   BOOST_CHECK(tock::timer_service::of(rc.ctx).invariants_hold());
 }
 
+// An executor of one context (`inner`) that can hold up the thread of another (`held_on`) at its first copy
+// there once armed, until `go`, and counts copies taken from one already destroyed: the test's way to stop
+// a thread inside tock between two steps and to see what it then reads.
+struct executor_probe {
+  asio::io_context::executor_type held_on;
+  std::atomic<bool> armed{false}, held{false}, go{false};
+  std::atomic<int> copies_of_destroyed{0};
+
+  void copying() {
+    if (held_on.running_in_this_thread() && armed.exchange(false)) {
+      held.store(true);
+      if (!wait_until([&] { return go.load(); })) copies_of_destroyed.fetch_add(1000);  // never let go: fail
+    }
+  }
+};
+
+class probe_executor {
+ public:
+  probe_executor(asio::io_context::executor_type inner, executor_probe& probe) noexcept
+      : inner_(inner), probe_(&probe) {}
+  probe_executor(const probe_executor& other) noexcept
+      : inner_(read(other)), probe_(other.probe_), never_(other.never_) {}
+  probe_executor& operator=(const probe_executor& other) noexcept {
+    inner_ = read(other);
+    probe_ = other.probe_;
+    never_ = other.never_;
+    return *this;
+  }
+  ~probe_executor() { alive_.store(dead, std::memory_order_relaxed); }  // atomic: not a dead store to drop
+
+  asio::io_context& query(asio::execution::context_t) const noexcept { return inner_.context(); }
+  asio::execution::blocking_t query(asio::execution::blocking_t) const noexcept {
+    return never_ ? asio::execution::blocking_t(asio::execution::blocking.never) : asio::execution::blocking.possibly;
+  }
+  probe_executor require(asio::execution::blocking_t::never_t) const noexcept { return with_never(true); }
+  probe_executor require(asio::execution::blocking_t::possibly_t) const noexcept { return with_never(false); }
+  template <typename F>
+  void execute(F&& f) const {
+    if (never_)
+      asio::require(inner_, asio::execution::blocking.never).execute(std::forward<F>(f));
+    else
+      inner_.execute(std::forward<F>(f));  // in place on the context's thread, else posted
+  }
+  bool operator==(const probe_executor& other) const noexcept { return inner_ == other.inner_; }
+
+ private:
+  static constexpr std::uint32_t live = 0x600d, dead = 0xdead;
+  probe_executor with_never(bool never) const noexcept {
+    probe_executor e(*this);
+    e.never_ = never;
+    return e;
+  }
+  static asio::io_context::executor_type read(const probe_executor& other) noexcept {
+    other.probe_->copying();
+    if (other.alive_.load(std::memory_order_relaxed) != live) other.probe_->copies_of_destroyed.fetch_add(1);
+    return other.inner_;
+  }
+  asio::io_context::executor_type inner_;
+  executor_probe* probe_;
+  bool never_ = false;
+  std::atomic<std::uint32_t> alive_{live};
+};
+
+// A bound operation that completes by itself (on its handler's context, B) just after its deadline fired (on
+// the deadline's, A): the driver has claimed the entry and is dispatching the cancellation through the
+// handler's executor, a copy of which the entry keeps. The completion must leave that executor alone (only a
+// withdrawn entry lets go of it early: timed_op::retire_done). The probe holds A's driver at its first copy
+// of the executor until the operation has completed, then sees whether it was destroyed meanwhile.
+BOOST_AUTO_TEST_CASE(deadline_fires_while_its_bound_operation_completes_on_another_context) {
+  running_context a, b;
+  executor_probe probe{a.ctx.get_executor()};
+  {
+    asio::steady_timer op(b.ctx, 1h);
+    tock::basic_deadline<tock::manual_clock> dl(a.ctx.get_executor());
+    dl.expires_after(10ms);
+    std::atomic<int> calls{0};
+    error_code result;
+    op.async_wait(dl.bind(asio::bind_executor(probe_executor(b.ctx.get_executor(), probe), [&](const error_code& ec) {
+      result = ec;
+      calls.fetch_add(1);
+    })));
+    probe.armed.store(true);
+    tock::manual_clock::advance(10ms);  // A's driver fires the deadline: it claims the entry, then dispatches
+    BOOST_REQUIRE(wait_until([&] { return probe.held.load(); }));
+    asio::post(b.ctx, [&] { op.cancel(); });  // the operation ends by itself, on B, before the cancellation
+    BOOST_REQUIRE(wait_until([&] { return calls.load() == 1; }));
+    probe.go.store(true);
+    a.stop();
+    b.stop();
+    BOOST_CHECK_EQUAL(calls.load(), 1);
+    BOOST_CHECK_EQUAL(result, aborted);  // its own end: the deadline's cancellation came after it
+  }
+  BOOST_CHECK_EQUAL(probe.copies_of_destroyed.load(), 0);
+  BOOST_CHECK(tock::basic_timer_service<tock::manual_clock>::of(a.ctx).invariants_hold());
+}
+
 // --- r5: a periodic task on a pool, its timer on a host context run without a work guard: between the wait
 // that fired and the run that waits again, the host must not run out of work.
 

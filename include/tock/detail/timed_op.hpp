@@ -148,12 +148,13 @@ class timed_op : public Link {
   // (deadline_link.hpp, rule 1), so what it holds of the operation goes as soon as the operation is done: the
   // handler (moved from) and the executor, which may hold work on a context (as Beast's composed operations'
   // does) or own part of a connection. Unless the initiation is still running, which may use the executor
-  // (emit_late): initiated() retires them then.
+  // (emit_late): initiated() retires them then. A claimed entry keeps them: its claimer (the driver, cancel())
+  // dispatches the cancellation through the executor after the lock, maybe while the operation completes.
   void retire_done() noexcept {
     if constexpr (!std::is_same_v<Link, wait_op>)
       return;  // a sleep's: its last reference goes soon
-    else if (!linked(*this))
-      return;                          // a ring's: likewise
+    else if (link_state_of(*this).load(std::memory_order_acquire) != std::uint8_t(link_state::withdrawn))
+      return;  // a ring's, or a claimed one: likewise
     std::uint32_t s = state_.load(std::memory_order_acquire);
     if ((s & initiating) != 0) s = state_.fetch_or(finished, std::memory_order_acq_rel);
     if ((s & initiating) == 0) retire();
