@@ -539,6 +539,36 @@ BOOST_AUTO_TEST_CASE(deadline_fires_while_its_bound_operation_completes_on_anoth
   BOOST_CHECK(tock::basic_timer_service<tock::manual_clock>::of(a.ctx).invariants_hold());
 }
 
+// A deadline's bound operation on another context (B), its handler on the deadline's context (A) with the
+// user's cancellation slot, which is used on A: B is destroyed with the operation unrun, on this thread,
+// while A runs. The handler is destroyed here, but the slot is left on A, where the signal lives (design.md,
+// "Threads"), not here while A may be emitting it.
+BOOST_AUTO_TEST_CASE(bound_operation_dropped_with_another_context_leaves_the_slot_on_its_handlers) {
+  running_context a;
+  tock::deadline dl(a.ctx.get_executor());
+  asio::cancellation_signal signal;  // used on A only, once the operation has started
+  std::atomic<int> calls{0};
+  std::atomic<bool> held{false}, go{false}, hooked_while_held{false};
+  {
+    asio::io_context b;  // never run: its destruction drops the operation
+    asio::post(b, dl.bind(asio::bind_cancellation_slot(
+                      signal.slot(), asio::bind_executor(a.ctx.get_executor(), [&] { calls.fetch_add(1); }))));
+    BOOST_REQUIRE(signal.slot().has_handler());
+    asio::post(a.ctx, [&] {
+      held.store(true);
+      wait_until([&] { return go.load(); });
+      hooked_while_held.store(signal.slot().has_handler());  // A's side of the slot, as an emit would read it
+    });
+    BOOST_REQUIRE(wait_until([&] { return held.load(); }));
+  }  // b destroyed: the operation is dropped here, A still held
+  go.store(true);
+  a.stop();
+  BOOST_CHECK(hooked_while_held.load());  // not cleared off A's thread
+  BOOST_CHECK(!signal.slot().has_handler());  // cleared on A, after the hold
+  BOOST_CHECK_EQUAL(calls.load(), 0);
+  BOOST_CHECK(tock::timer_service::of(a.ctx).invariants_hold());
+}
+
 // --- r5: a periodic task on a pool, its timer on a host context run without a work guard: between the wait
 // that fired and the run that waits again, the host must not run out of work.
 

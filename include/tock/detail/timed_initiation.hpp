@@ -87,8 +87,8 @@ class timed_initiation : public initiation_executor_type<Initiation> {
     using service_type = std::decay_t<decltype(service)>;
     using op_type =
         timed_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>, typename Registrar::link_type>;
-    op_type* op =
-        op_type::create(std::forward<Handler>(handler), service, ex, service.runs_in_context(ex), registrar_.type());
+    const bool in_context = service.runs_in_context(ex) && operation_on(service.core()->context());
+    op_type* op = op_type::create(std::forward<Handler>(handler), service, ex, in_context, registrar_.type());
     // Last to go: once the initiation has returned, a cancellation that came during it is sent (timed_op).
     struct initiator {
       op_type* op;
@@ -118,6 +118,16 @@ class timed_initiation : public initiation_executor_type<Initiation> {
  private:
   static bool is_scheduled(const sleep_entry& entry) noexcept { return entry.node.position != heap_node::nowhere; }
   static bool is_scheduled(const wait_op& entry) noexcept { return entry.next != nullptr; }
+
+  // Whether the operation's I/O object is on `ctx` (one without is: its service is its handler's). A deadline's
+  // bound operation may be on another context, and dropped with it on any thread (timed_op::abandon).
+  bool operation_on(const asio::io_context& ctx) const noexcept {
+    if constexpr (requires { init_.get_executor(); })
+      return &asio::query(init_.get_executor(), asio::execution::context) ==
+             &static_cast<const asio::execution_context&>(ctx);
+    else
+      return true;
+  }
 
   // The service of the I/O object's context; without an I/O object, that of the handler's executor. (The
   // handler's executor may be one no context owns, such as use_future's.)

@@ -398,6 +398,9 @@ class timed_op : public Link {
     Executor executor_;
   };
   bool retired_ = false;  // handler_ and executor_ are gone (retire_done)
+  // The handler runs on the service's own context, and so does the operation (timed_initiation): the driver
+  // then runs on the handler's executor, and the operation is dropped unrun only where nothing can run that
+  // executor (its context's shutdown) or on the thread that started it, so abandon() leaves the slot in place.
   bool runs_in_context_;
   bool user_slot_used_ = false;    // the handler had a slot: forward_cancellation went into it
   bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot (its executor's side only)
