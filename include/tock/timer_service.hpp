@@ -252,7 +252,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// entry goes to the deadline's link: O(1) and lock-free when its node is placed and the service has other
   /// entries attached (detail/deadline_link.hpp); else O(log N) under the lock, as a wait. Same errors as
   /// schedule().
-  error_code attach(detail::deadline_node<time_point>& node, detail::wait_op& entry);
+  [[gnu::always_inline]] error_code attach(detail::deadline_node<time_point>& node, detail::wait_op& entry);
 
   /// Takes out an entry its deadline's link holds, its operation having completed: lock-free (but when no
   /// entry is left attached: the driver is then disarmed). False if it fired or was aborted or detached first.

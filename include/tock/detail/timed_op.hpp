@@ -245,8 +245,9 @@ class timed_op : public Link {
   // Takes the entry out of its service if it is still there; true if the entry's reference is then ours (a
   // linked entry's stays with its link: deadline_link.hpp). A handler that runs on the service's own context
   // completes inside its run(), so the service lives; one that runs elsewhere may complete while that context
-  // is destroyed on another thread, and leaves through the core it holds (left_core_, from the start).
-  bool leave_service() {
+  // is destroyed on another thread, and leaves through the core it holds (left_core_, from the start). Inlined,
+  // as attach() is, for the same reason (impl/timer_service.hpp).
+  [[gnu::always_inline]] bool leave_service() {
     Service* s = service_.load(std::memory_order_acquire);
     if (s == nullptr) return false;
     const bool taken = runs_in_context_ ? unlink(*s, *this) : left_core_->leave(static_cast<Link&>(*this));
