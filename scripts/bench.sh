@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/deps.sh
+ensure_packages "${TOCK_PACKAGES[@]}" strace # strace: the sparse workload's syscall counts
 
 quick=0 build=1 flags="" standalone=0
 for arg in "$@"; do
