@@ -980,6 +980,52 @@ BOOST_AUTO_TEST_CASE(connection_destroyed_socket_first_in_context_with_bound_rea
   destroy_connection_with_bound_read<deadline_then_socket>();
 }
 
+// A deadline's bound operation on another context (B) outlives the deadline and the deadline's context (A):
+// B's timer is the operation's I/O object, so A's going says nothing of its canceller, and the user's
+// cancellation still reaches it, as it does without the deadline (the control). The previous code asked A's
+// service and dropped it: the wait stayed pending.
+BOOST_AUTO_TEST_CASE(bound_operation_on_another_context_is_cancelled_after_the_deadlines_context_goes) {
+  for (const bool with_deadline : {false, true}) {
+    BOOST_TEST_CONTEXT("with_deadline " << with_deadline) {
+      asio::io_context b;
+      asio::steady_timer t(b, 1h);
+      asio::cancellation_signal signal;
+      completion c;
+      {
+        asio::io_context a;
+        manual_deadline dl(a, 1h);
+        auto handler = asio::bind_cancellation_slot(signal.slot(), record(c));
+        if (with_deadline)
+          t.async_wait(dl.bind(std::move(handler)));
+        else
+          t.async_wait(std::move(handler));
+      }  // the deadline, then its context, go
+      signal.emit(asio::cancellation_type::terminal);
+      BOOST_REQUIRE(run_until_idle(b));
+      BOOST_CHECK_EQUAL(c.calls, 1);
+      BOOST_CHECK(c.ec == asio::error::operation_aborted);
+    }
+  }
+}
+
+// The deadline fired while its bound operation's handler runs on B, so its cancellation waits on B; A and
+// the deadline go before B runs it. The operation on B still times out.
+BOOST_AUTO_TEST_CASE(deadline_fired_for_another_context_times_out_after_its_own_context_goes) {
+  asio::io_context b;
+  asio::steady_timer t(b, 1h);
+  completion c;
+  {
+    asio::io_context a;
+    manual_deadline dl(a, 5ms);
+    t.async_wait(dl.bind(record(c)));
+    BOOST_REQUIRE(advance_by(a, 5ms));  // fired: the cancellation is queued on B
+    BOOST_CHECK_EQUAL(c.calls, 0);
+  }
+  BOOST_REQUIRE(run_until_idle(b));
+  BOOST_CHECK_EQUAL(c.calls, 1);
+  BOOST_CHECK(c.ec == tock::error::timed_out);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // === tock::timeout only (timed_ops_test/timeout).

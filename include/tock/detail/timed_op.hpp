@@ -44,9 +44,10 @@ class timed_op : public Link {
   using handler_type = Handler;
 
   template <typename H>
-  timed_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, asio::cancellation_type type)
+  timed_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, bool on_service_context,
+           asio::cancellation_type type)
       : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
-        executor_(ex), runs_in_context_(runs_in_context), type_(type) {
+        executor_(ex), runs_in_context_(runs_in_context), on_service_context_(on_service_context), type_(type) {
     if (!runs_in_context) left_core_ = service.core();  // see leave_service
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
@@ -56,9 +57,9 @@ class timed_op : public Link {
   }
 
   template <typename H>
-  static timed_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context,
+  static timed_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context, bool on_service_context,
                           asio::cancellation_type type) {
-    return allocate_op<timed_op>(std::forward<H>(h), service, ex, runs_in_context, type);
+    return allocate_op<timed_op>(std::forward<H>(h), service, ex, runs_in_context, on_service_context, type);
   }
 
   asio::cancellation_slot operation_slot() noexcept { return signal_.slot(); }
@@ -264,12 +265,15 @@ class timed_op : public Link {
     static_cast<timed_op*>(b)->on_entry(core, a, ec);
   }
 
-  // Whether the operation's context (the service's: the I/O object's) still lives. Asio's cancellation
-  // handlers call into their service: emitted after that context is gone, they read freed memory (Asio's own
-  // steady_timer does: shared/repro/r1_asio_control.cpp). So once the entry has left the service (dropped at
-  // shutdown, or fired: the core it fired from then says whether its service lives), nothing is emitted into
-  // the operation's slot after its context is gone, whether by the deadline or forwarded from the user's slot.
+  // Whether the operation's context (its I/O object's) still lives. Asio's cancellation handlers call into
+  // their service: emitted after that context is gone, they read freed memory (Asio's own steady_timer does:
+  // shared/repro/r1_asio_control.cpp). So once the entry has left the service (dropped at shutdown, or fired:
+  // the core it fired from then says whether its service lives), nothing is emitted into the slot of an
+  // operation on the service's context after that context is gone, whether by the deadline or forwarded from
+  // the user's slot. An operation on another context (a deadline's bound one) does not go with the service's:
+  // its own context's shutdown destroys it, which ends it (abandon), so it is still cancelled.
   bool context_alive() const noexcept {
+    if (!on_service_context_) return true;
     if (context_gone_.load(std::memory_order_acquire)) return false;
     return !left_.load(std::memory_order_acquire) || left_core_->serving();
   }
@@ -403,6 +407,7 @@ class timed_op : public Link {
   // then runs on the handler's executor, and the operation is dropped unrun only where nothing can run that
   // executor (its context's shutdown) or on the thread that started it, so abandon() leaves the slot in place.
   bool runs_in_context_;
+  bool on_service_context_;        // the operation's I/O object is on the service's context (context_alive)
   bool user_slot_used_ = false;    // the handler had a slot: forward_cancellation went into it
   bool user_slot_hooked_ = false;  // forward_cancellation is in the user's slot (its executor's side only)
   asio::cancellation_type type_;
