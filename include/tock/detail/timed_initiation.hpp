@@ -87,10 +87,8 @@ class timed_initiation : public initiation_executor_type<Initiation> {
     using service_type = std::decay_t<decltype(service)>;
     using op_type =
         timed_op<service_type, std::decay_t<Handler>, std::decay_t<decltype(ex)>, typename Registrar::link_type>;
-    const bool on_service_context = operation_on(service.core()->context());
-    const bool in_context = on_service_context && service.runs_in_context(ex);
-    op_type* op =
-        op_type::create(std::forward<Handler>(handler), service, ex, in_context, on_service_context, registrar_.type());
+    op_type* op = op_type::create(std::forward<Handler>(handler), service, ex, operation_on(service.core()->context()),
+                                  registrar_.type());
     // Last to go: once the initiation has returned, a cancellation that came during it is sent (timed_op).
     struct initiator {
       op_type* op;

@@ -44,11 +44,11 @@ class timed_op : public Link {
   using handler_type = Handler;
 
   template <typename H>
-  timed_op(H&& h, Service& service, const Executor& ex, bool runs_in_context, bool on_service_context,
-           asio::cancellation_type type)
+  timed_op(H&& h, Service& service, const Executor& ex, bool on_service_context, asio::cancellation_type type)
       : Link(make_link()), handler_(std::forward<H>(h)), alloc_(handler_allocator(handler_)), service_(&service),
-        executor_(ex), runs_in_context_(runs_in_context), on_service_context_(on_service_context), type_(type) {
-    if (!runs_in_context) left_core_ = service.core();  // see leave_service
+        executor_(ex), runs_in_context_(on_service_context && service.runs_in_context(ex)),
+        on_service_context_(on_service_context), type_(type) {
+    if (!runs_in_context_) left_core_ = service.core();  // see leave_service
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
       user_slot_used_ = true;
@@ -57,9 +57,9 @@ class timed_op : public Link {
   }
 
   template <typename H>
-  static timed_op* create(H&& h, Service& service, const Executor& ex, bool runs_in_context, bool on_service_context,
+  static timed_op* create(H&& h, Service& service, const Executor& ex, bool on_service_context,
                           asio::cancellation_type type) {
-    return allocate_op<timed_op>(std::forward<H>(h), service, ex, runs_in_context, on_service_context, type);
+    return allocate_op<timed_op>(std::forward<H>(h), service, ex, on_service_context, type);
   }
 
   asio::cancellation_slot operation_slot() noexcept { return signal_.slot(); }
