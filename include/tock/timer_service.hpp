@@ -5,6 +5,7 @@
 #include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
 #include <tock/detail/locked_section.hpp>
+#include <tock/detail/sanitizers.hpp>
 #include <tock/detail/service_core.hpp>
 #include <tock/detail/service_lookup.hpp>
 #include <tock/detail/slot_cancellation.hpp>
@@ -16,6 +17,7 @@
 #include <tock/error.hpp>
 #include <tock/timer_stats.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -151,6 +153,7 @@ class basic_timer_service : public asio::execution_context::service, private det
     std::lock_guard<detail::futex_mutex> lock(core_->mutex());
     driver_.arm_for_locked(queue_.slack_key(impl, slack));
     queue_.set_slack(impl, slack);
+    check_locked();
   }
 
   /// Aborts every pending wait and sets the expiry; returns how many waits it aborted. Setting a later
@@ -299,6 +302,21 @@ class basic_timer_service : public asio::execution_context::service, private det
 
   bool past_capacity_locked(const implementation_type& impl) const noexcept { return queue_.wait_past_capacity(impl); }
 
+  // An entry the link may not hold (deadline_link.hpp, rule 7): to the ring, as a wait.
+  error_code wait_locked(implementation_type& impl, wait_op& entry) {
+    std::lock_guard<detail::futex_mutex> lock(core_->mutex());
+    return attach_locked(impl, entry);
+  }
+
+  // A lock-free attach raises the peak (timer_stats) without the lock: a relaxed read of the pending count,
+  // and a compare-and-swap only when the peak grows.
+  void note_lock_free_peak() noexcept {
+    const std::size_t now = queue_.pending();
+    std::size_t peak = lock_free_peak_.load(std::memory_order_relaxed);
+    while (now > peak && !lock_free_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+
   error_code attach_locked(implementation_type& impl, wait_op& entry) {
     if (shut_down_) return make_error_code(error::shut_down);
     if (queue_.wait_past_capacity(impl)) return core_->refused_locked();
@@ -324,6 +342,7 @@ class basic_timer_service : public asio::execution_context::service, private det
     // A wait that parks takes its timer out of the heap, which may leave it empty: the driver goes then.
     if (impl.expiry() == time_point::max()) driver_.disarm_if_idle_locked();
     core_->count_started_locked(queue_.pending());
+    check_locked();
   }
   void place_locked(const sleep_time& t, sleep_entry& op, bool cancellable = true) {
     const time_point latest = detail::latest_time(t.at, t.slack);
@@ -332,6 +351,18 @@ class basic_timer_service : public asio::execution_context::service, private det
     driver_.arm_for_locked(latest);
     queue_.push_sleep(op, t.at, latest, lane, cancellable);
     core_->count_started_locked(queue_.pending());
+    check_locked();
+  }
+
+  // The rules the code relies on, checked in the sanitizer builds (TOCK_CHECK_INVARIANTS) where a call lets
+  // the lock go: the driver is armed no later than the top's key while anything can fire (timer_driver.hpp),
+  // and parked waits hold the context's work (reserve_parked_work). Nothing otherwise.
+  void check_locked() const noexcept {
+#if TOCK_CHECK_INVARIANTS
+    if (!driver_.covers_top_locked()) detail::invariant_broken("the driver is armed later than the top's key");
+    if (queue_.parked_waits() > 0 && !parked_work_ && !shut_down_)
+      detail::invariant_broken("parked waits hold no work on the context");
+#endif
   }
 
   // An earlier move, or one to or from max(), which parks: under the lock (see move_expiry).
@@ -365,7 +396,7 @@ class basic_timer_service : public asio::execution_context::service, private det
     if (!detail::linked(op)) return detach_locked(op);
     if (!detail::withdraw(op)) return false;
     bool wrapped = false;
-    queue_.links().withdrawn(wrapped);
+    if (queue_.links().withdrawn(wrapped)) queue_.links().idle();
     if (wrapped) queue_.links().wrapped();
     return true;
   }
@@ -396,6 +427,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   // locked instruction; pushes from several threads at once may undercount (stats() says so).
   alignas(64) std::atomic<std::uint64_t> lazy_extensions_{0};
   std::atomic<duration> default_slack_{duration::zero()};
+  std::atomic<std::size_t> lock_free_peak_{0};  // the peak pending count seen by lock-free attaches
 };
 
 template <typename Clock, typename WaitTraits>

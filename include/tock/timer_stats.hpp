@@ -31,7 +31,8 @@ struct timer_stats {
   /// slack, a new wait on a timer left behind.
   std::uint64_t rekeys = 0;
   ///@{
-  /// Pending now, and the most pending at once.
+  /// Pending now, and the most pending at once: the highest count any start saw, itself included (exact on one
+  /// thread; a deadline's operation bound without the lock reads the count without it).
   std::size_t pending = 0;
   std::size_t peak_pending = 0;
   ///@}

@@ -34,8 +34,12 @@ namespace tock::detail {
 //    cleared under the lock, and set only while nothing is attached.
 // 4. Attached entries are counted (link_count): the driver stays armed while one is (a deadline left in the
 //    heap may be holding one), and the completion that brings the count back to zero disarms it under the
-//    lock if nothing else waits, so that run() can return. The owner counts before it attaches, and whoever
-//    counts from zero arms the driver under the lock.
+//    lock if nothing else waits, so that run() can return. The owner counts before it attaches; it attaches
+//    without the lock only if others were counted before it *and* the count is `covered`: an owner that
+//    attached under the lock armed the driver for the top (which every pinned node's key follows) and then
+//    said so. Otherwise it takes the lock, arms, attaches and covers. So an owner that counted first and was
+//    then refused (capacity, shutdown) leaves nobody unarmed: those that counted after it took the lock too.
+//    The mark goes, under the lock, once the count is back to zero.
 // 5. Under the lock, whoever is not the owner (the driver, shutdown, a ring's entry leaving) reads the entry
 //    through an `inspection`, which sets `busy` in the word for its length: an owner that finds it set takes
 //    the lock (it waits for the inspection to end), so the entry it would let go of is not freed while read.
@@ -43,8 +47,13 @@ namespace tock::detail {
 //    ring's counters share words that the driver writes under the lock (wait_ring's `due` beside `has_link`),
 //    so a deadline's node is known by its type (attach takes a deadline_node), never by reading has_link.
 //
-// The entry is attached only to a node that can fire: no wait is parked for it, and it holds no work on the
-// context (its I/O operation does).
+// 7. The link holds only entries of operations on the deadline's own context whose memory is tock's own
+//    (wait_op::linkable). A withdrawn entry waits in the link for its owner, so an operation whose memory
+//    is the user's (a handler's allocator of its own) would still hold it when its handler runs, against
+//    Asio's rule that an operation's memory goes before the upcall; and an attached entry holds no work on
+//    the deadline's context (its I/O operation does, on its own context). Such entries go to the ring under
+//    the lock, as waits: their operation's completion takes them out, and a parked one holds the context's
+//    work as any parked wait does.
 
 // wait_op::link_state.
 enum class link_state : std::uint8_t { none = 0, attached = 1, withdrawn = 2, claimed = 3 };
@@ -159,35 +168,49 @@ class deadline_link {
 };
 
 // How many entries are attached to links, and how many were withdrawn (rule 4): the low half counts the
-// first, the high half the second modulo 2^32, so that a withdrawal is one atomic add; wraps of the high half
-// are counted under the lock. Every member but wraps() is lock-free.
+// first (its top bit is the `covered` mark), the high half the second modulo 2^32, so that a withdrawal is
+// one atomic add; wraps of the high half are counted under the lock. Lock-free but where said.
 class link_count {
  public:
-  // Before an attachment: true if the count was zero (the caller then arms the driver under the lock).
-  bool attaching() noexcept { return (word_.fetch_add(1, std::memory_order_acq_rel) & low) == 0; }
-  // An attachment that did not happen after all, under the lock.
-  void not_attached() noexcept { word_.fetch_sub(1, std::memory_order_acq_rel); }
-  // A claimed entry, under the lock.
-  void claimed() noexcept { word_.fetch_sub(1, std::memory_order_acq_rel); }
+  // Before an attachment: what the low half was (see may_attach_lock_free and attached_in).
+  std::uint64_t attaching() noexcept { return word_.fetch_add(1, std::memory_order_acq_rel); }
+  static bool may_attach_lock_free(std::uint64_t was) noexcept { return (was & count) != 0 && (was & covered) != 0; }
+  static std::uint64_t attached_in(std::uint64_t was) noexcept { return was & count; }
+
+  // Under the lock: an attachment made under it, with the driver armed for the top.
+  void cover() noexcept {
+    if ((word_.load(std::memory_order_relaxed) & covered) == 0) word_.fetch_or(covered, std::memory_order_acq_rel);
+  }
+  // Under the lock: an attachment that did not happen after all; a claimed entry.
+  void not_attached() noexcept { leave_locked(); }
+  void claimed() noexcept { leave_locked(); }
   // A withdrawn one: true if the caller must take the lock (the count reached zero, or the high half wrapped:
-  // it then calls wrapped() under it).
+  // it then calls wrapped() and idle() under it).
   bool withdrawn(bool& wrapped) noexcept {
     const std::uint64_t was = word_.fetch_add(high_one - 1, std::memory_order_acq_rel);
     wrapped = (was >> 32) == 0xFFFF'FFFFu;
-    return (was & low) == 1 || wrapped;
+    return (was & count) == 1 || wrapped;
   }
   void wrapped() noexcept { wraps_ += 1; }
+  // Under the lock: the mark goes once nothing is attached (an owner counting meanwhile takes the lock).
+  void idle() noexcept {
+    const std::uint64_t w = word_.load(std::memory_order_acquire);
+    if ((w & count) == 0 && (w & covered) != 0) word_.fetch_and(~covered, std::memory_order_acq_rel);
+  }
 
-  std::uint64_t attached() const noexcept { return word_.load(std::memory_order_acquire) & low; }
+  std::uint64_t attached() const noexcept { return word_.load(std::memory_order_acquire) & count; }
   // For stats(), under the lock: attached now, and withdrawn in all.
   void read(std::uint64_t& attached, std::uint64_t& withdrawn) const noexcept {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
-    attached = w & low;
+    attached = w & count;
     withdrawn = (wraps_ << 32) + (w >> 32);
   }
 
  private:
-  static constexpr std::uint64_t low = 0xFFFF'FFFFu, high_one = std::uint64_t(1) << 32;
+  void leave_locked() noexcept {
+    if ((word_.fetch_sub(1, std::memory_order_acq_rel) & count) == 1) idle();
+  }
+  static constexpr std::uint64_t count = 0x7FFF'FFFFu, covered = 0x8000'0000u, high_one = std::uint64_t(1) << 32;
   std::atomic<std::uint64_t> word_{0};
   std::uint64_t wraps_ = 0;  // under the lock
 };

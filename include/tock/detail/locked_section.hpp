@@ -29,6 +29,7 @@ class locked_section {
     service_.driver_.disarm_if_idle_locked();
     if (service_.queue_.parked_waits() == 0) service_.idle_work_ = std::move(service_.parked_work_);
     auto idle = std::move(service_.idle_work_);
+    service_.check_locked();
     lock_.unlock();
     if (drain_) service_.core_->post_drain();
     if (!bound_.empty()) service_.core_->run_now(bound_.take_all(), detach_);

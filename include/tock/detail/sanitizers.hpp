@@ -26,4 +26,23 @@
 #define TOCK_TSAN 0
 #endif
 
+// TOCK_CHECK_INVARIANTS: the rules the code relies on (the driver's arming rule, who holds work on the
+// context) are checked where they must hold, and a broken one aborts with its name: on in the sanitizer builds
+// (CI's and the fuzzers'), off elsewhere; define it to 0 or 1 to choose.
+#ifndef TOCK_CHECK_INVARIANTS
+#define TOCK_CHECK_INVARIANTS (TOCK_ASAN || TOCK_TSAN)
+#endif
+
+#if TOCK_CHECK_INVARIANTS
+#include <cstdio>
+#include <cstdlib>
+
+namespace tock::detail {
+[[noreturn]] inline void invariant_broken(const char* rule) noexcept {
+  std::fprintf(stderr, "tock: invariant broken: %s\n", rule);
+  std::abort();
+}
+}  // namespace tock::detail
+#endif
+
 #endif

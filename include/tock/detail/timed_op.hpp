@@ -49,6 +49,8 @@ class timed_op : public Link {
         executor_(ex), runs_in_context_(on_service_context && service.runs_in_context(ex)),
         on_service_context_(on_service_context), type_(type) {
     if (!runs_in_context_) left_core_ = service.core();  // see leave_service
+    if constexpr (std::is_same_v<Link, wait_op>)  // deadline_link.hpp, rule 7
+      this->linkable = on_service_context && std::is_same_v<decltype(alloc_), op_allocator<void>>;
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
       user_slot_used_ = true;

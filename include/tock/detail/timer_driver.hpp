@@ -65,7 +65,14 @@ class timer_driver {
   bool valid_locked() const {
     const bool armed_ok =
         (queue_.can_fire() && !queue_.heap_empty()) == (armed_at_ != time_point::max()) || stopped_ || firing_;
-    return armed_ok && driver_.fallbacks() == 0;
+    return armed_ok && covers_top_locked() && driver_.fallbacks() == 0;
+  }
+
+  // The half of the arming rule that timeliness rests on: while anything can fire, the driver is armed no
+  // later than the top's key (a batch re-arms when it ends). Checked after each locked section in the
+  // sanitizer builds (TOCK_CHECK_INVARIANTS).
+  bool covers_top_locked() const noexcept {
+    return firing_ || stopped_ || !queue_.can_fire() || queue_.heap_empty() || !(queue_.top_key() < armed_at_);
   }
 
  private:

@@ -10,12 +10,31 @@
 #include <tock/detail/timer_node.hpp>
 #include <tock/detail/wait_op.hpp>
 
+#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace tock::detail {
+
+// A count written under the lock and read without it (a lock-free attach reads the pending count for the
+// peak: timer_stats): a relaxed load and store, as cheap as a plain one, no locked instruction.
+class relaxed_count {
+ public:
+  operator std::size_t() const noexcept { return n_.load(std::memory_order_relaxed); }  // NOLINT: reads as one
+  relaxed_count& operator=(std::size_t n) noexcept {
+    n_.store(n, std::memory_order_relaxed);
+    return *this;
+  }
+  relaxed_count& operator+=(std::size_t n) noexcept { return *this = *this + n; }
+  relaxed_count& operator-=(std::size_t n) noexcept { return *this = *this - n; }
+  relaxed_count& operator++() noexcept { return *this += 1; }
+  relaxed_count& operator--() noexcept { return *this -= 1; }
+
+ private:
+  std::atomic<std::size_t> n_{0};
+};
 
 // Entries are timers (one heap slot however many waits) and sleeps (a sleep or a tock::timeout entry is its
 // own node), keyed by their latest times (timer_node.hpp: the rules on keys); a deadline's timer also keeps one
@@ -43,6 +62,7 @@ class timer_queue {
   // What detach() found: the wait was gone, had fired but not run yet, or was still waiting.
   enum class unlinked { nothing, due, waiting };
 
+  // Also without the lock, by a lock-free attach (for the peak): then an estimate, exact on one thread.
   std::size_t pending() const noexcept { return heap_waits_ + parked_waits_ + links_.attached(); }
   std::size_t heap_waits() const noexcept { return heap_waits_; }  // waits that can fire: in the heap or a lane
   // Entries attached to deadlines' links (rule 4 there; lock-free, as attaching and withdrawing are).
@@ -183,12 +203,17 @@ class timer_queue {
     if (t.ring.waiting > 0 || t.ring.has_link) reserve_at(at);
   }
 
-  // Where the move puts something that can fire in the heap (the driver arms for it), or max() if nothing, or
-  // nowhere earlier. A deadline with nothing attached is re-keyed too (rule 3) but cannot fire: it arms nothing.
+  // Where the move puts the node in the heap, earlier than it was, for the driver to cover (timer_driver.hpp:
+  // armed no later than the top's key while anything can fire), or max() if nowhere earlier. A deadline with
+  // nothing attached is re-keyed too (deadline_link.hpp, rule 3), so that an entry attached later without the
+  // lock finds the driver armed for it: it counts while anything else can fire (else the attach that makes
+  // something fire arms, under the lock: rule 4 there). A parked one with nothing attached leaves instead.
   TimePoint move_key(const timer& t, const TimePoint& at) const noexcept {
-    if (!holds_waits(t) || at == TimePoint::max()) return TimePoint::max();
+    if (at == TimePoint::max()) return TimePoint::max();
+    const bool holds = holds_waits(t);
+    if (!holds && !(t.ring.has_link && can_fire())) return TimePoint::max();
     const TimePoint latest = latest_time(at, t.slack);
-    if (t.node.parked()) return latest;
+    if (t.node.parked()) return holds ? latest : TimePoint::max();
     return t.node.in_heap() && !(heap_.key_of(t.node) < latest) ? latest : TimePoint::max();
   }
 
@@ -196,10 +221,9 @@ class timer_queue {
 
   // --- The slack of a timer (>= 0): slack_key, then set_slack.
 
-  // Where the new slack puts something that can fire in the heap, or max() if nothing, or nowhere earlier (as
-  // move_key).
+  // Where the new slack puts the node in the heap, earlier than it was, or max() (as move_key).
   TimePoint slack_key(const timer& t, const duration& slack) const noexcept {
-    if (!holds_waits(t) || !t.node.in_heap()) return TimePoint::max();
+    if (!t.node.in_heap() || !(holds_waits(t) || (t.ring.has_link && can_fire()))) return TimePoint::max();
     const TimePoint latest = latest_time(t.expiry(), slack);
     return latest < heap_.key_of(t.node) ? latest : TimePoint::max();
   }
@@ -308,8 +332,8 @@ class timer_queue {
   deadline_heap<TimePoint> heap_;
   lanes_type lanes_;
   parked_nodes parked_;
-  std::size_t heap_waits_ = 0;
-  std::size_t parked_waits_ = 0;  // waits parked at TimePoint::max()
+  relaxed_count heap_waits_;
+  relaxed_count parked_waits_;  // waits parked at TimePoint::max()
   std::size_t lingering_ = 0;     // timers left in the heap with no waits
   std::uint64_t rekeys_ = 0;
   link_count links_;

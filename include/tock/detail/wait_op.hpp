@@ -69,6 +69,8 @@ struct wait_op {
   // go, on the cancelling thread, not queued behind a drain; detached when its deadline goes away (see
   // detail/locked_section.hpp).
   bool bound = false;
+  // A bound operation's entry that may go to its deadline's link (deadline_link.hpp, rule 7); else to the ring.
+  bool linkable = false;
   // For an entry held by a deadline's link (deadline_link.hpp, rule 2): attached, withdrawn or claimed. Set
   // before the link publishes the entry, then changed only by compare-and-swap (link_state_of); none otherwise.
   std::uint8_t link_state = 0;

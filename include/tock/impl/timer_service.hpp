@@ -13,7 +13,7 @@ timer_stats basic_timer_service<Clock, WaitTraits>::stats() const {
                                          lazy_extensions_.load(std::memory_order_relaxed));
   s.started += attached + withdrawn;
   s.withdrawn += withdrawn;
-  if (s.pending > s.peak_pending) s.peak_pending = s.pending;
+  s.peak_pending = std::max({s.peak_pending, s.pending, std::size_t(lock_free_peak_.load(std::memory_order_relaxed))});
   return s;
 }
 
@@ -35,8 +35,12 @@ void basic_timer_service<Clock, WaitTraits>::destroy(implementation_type& impl) 
 template <typename Clock, typename WaitTraits>
 [[gnu::always_inline]] inline error_code basic_timer_service<Clock, WaitTraits>::attach(
     detail::deadline_node<time_point>& node, detail::wait_op& entry) {
-  detail::wait_op* replaced = nullptr;  // no read of node.ring here: deadline_link.hpp, rule 6
-  if (queue_.links().attaching() || !node.link.try_attach(entry, replaced)) return link_locked(node, node.link, entry);
+  if (!entry.linkable) return wait_locked(node, entry);  // deadline_link.hpp, rule 7
+  detail::wait_op* replaced = nullptr;                   // no read of node.ring here: rule 6
+  const std::uint64_t was = queue_.links().attaching();
+  if (!detail::link_count::may_attach_lock_free(was) || !node.link.try_attach(entry, replaced))
+    return link_locked(node, node.link, entry);
+  note_lock_free_peak();
   if (replaced != nullptr) unlink(*replaced);
   return error_code();
 }
@@ -48,6 +52,7 @@ bool basic_timer_service<Clock, WaitTraits>::withdraw(detail::wait_op& entry) no
   if (queue_.links().withdrawn(wrapped)) {
     locked_section section(*this);  // disarms the driver if nothing is left to fire
     if (wrapped) queue_.links().wrapped();
+    queue_.links().idle();
   }
   return true;
 }
@@ -117,6 +122,9 @@ error_code basic_timer_service<Clock, WaitTraits>::link_locked(implementation_ty
       queue_.place_for_link(impl);
       link.attach_locked(entry, replaced);
       counted.armed = false;
+      queue_.links().cover();  // the driver covers the top: others may attach without the lock (rule 4)
+      timer_stats& stats = core_->stats_locked();
+      stats.peak_pending = std::max(stats.peak_pending, queue_.pending());
     }
   }
   if (replaced != nullptr) unlink(*replaced);
