@@ -116,7 +116,7 @@ inline void value_table(const results& res, const std::string& w, const std::str
   }
 }
 
-// What a time limit adds to a request (issue 24): per N, each system's CPU ns per request minus the baseline's
+// What a time limit adds to a request: per N, each system's CPU ns per request minus the baseline's
 // (`base`, the same request with no time limit), and that overhead's ratio to the reference system's (`ref`,
 // Asio's timer). Each figure is a median of its configuration's repetitions; the difference of two medians of
 // separate processes carries both their noise, so an overhead of a few ns is within it (a negative one is
@@ -258,18 +258,18 @@ inline void print_report(const results& res) {
     t.push_back(l);
   };
   for (const char* s : {"tock_timer", "tock_sleep"}) rel("fire", s, big, &row::ns_per_op, 0.3, true);
-  // Issue 12: churn, tock::timer <= 0.3x Asio, a sleep cancelled through its slot <= 0.5x.
+  // Churn: tock::timer <= 0.3x Asio, a sleep cancelled through its slot <= 0.5x.
   rel("churn", "tock_timer", big, &row::ns_per_op, 0.3, true);
   rel("churn", "tock_sleep", big, &row::ns_per_op, 0.5, true);
-  // tock's idle timeout is the deadline extension (the issue's "tock: a deadline extension"); tock_timer's
+  // tock's idle timeout is the deadline extension (tock::deadline's expires_after); tock_timer's
   // touch, reset + new wait as with Asio, is in the table for comparison but is not the idiom.
-  // Issue 12: <= 1.0x the watchdog at 10k and 100k, <= 1.5x at 1M (where the deadline's read misses the cache).
+  // Touch: <= 1.0x the watchdog at 10k and 100k, <= 1.5x at 1M (where the deadline's read misses the cache).
   for (std::size_t n : res.ns("touch"))
     if (res.has_system("touch", "tock_deadline"))
       rel("touch", "tock_deadline", n, &row::ns_per_op, n >= big ? 1.5 : 1.0, true, "watchdog");
   {
     target_line l;
-    // Issue 12 keeps what was measured when it was filed (48 B); the first bench issue asked for <= 64.
+    // 48 B: what a pending sleep took before it gained its slack word.
     l.what = "memory N=1M: tock_sleep <= 48 bytes per pending sleep";
     const double v = get(res.find("memory", "tock_sleep", big), &row::bytes_per_timer);
     l.value = std::isnan(v) ? "–" : num(v, 1) + " B";
@@ -292,7 +292,7 @@ inline void print_report(const results& res) {
       rel("sparse", s, n, &row::wakeups, 1.0, true);
       t.back().what = "sparse wake-ups " + t.back().what.substr(7);
     }
-  // Slack (issue 10): 10k sleeps over 200 ms with 1 ms slack: <= 250 wake-ups and <= 0.2x Asio's CPU.
+  // Slack: 10k sleeps over 200 ms with 1 ms slack: <= 250 wake-ups and <= 0.2x Asio's CPU.
   for (std::size_t n : res.ns("sparse"))
     if (res.has_system("sparse", "tock_sleep_slack")) {
       rel("sparse", "tock_sleep_slack", n, &row::ns_per_op, 0.2, true);
@@ -304,12 +304,12 @@ inline void print_report(const results& res) {
       l.met = std::isnan(v) ? -1 : v <= 250;
       t.push_back(l);
     }
-  // Threads: the first issue asked >= 1.5x Asio with 2 threads (N = the threads); issue 24, >= 1.2x.
+  // Threads (N = the threads): with 2 threads, >= 1.5x Asio (the first target) and >= 1.2x (a nearer one).
   if (res.find("threads", "tock_timer", 2)) {
     rel("threads", "tock_timer", 2, &row::ops_per_s, 1.5, false);
     rel("threads", "tock_timer", 2, &row::ops_per_s, 1.2, false);
   }
-  // Issue 24: a periodic tick no slower than Asio's timer re-armed by hand, and no malloc call per tick
+  // Periodic: a tick no slower than Asio's timer re-armed by hand, and no malloc call per tick
   // beyond Asio's own.
   for (std::size_t n : res.ns("periodic")) {
     rel("periodic", "tock_periodic", n, &row::ns_per_op, 1.0, true);
@@ -321,19 +321,19 @@ inline void print_report(const results& res) {
     l.met = std::isnan(v) || std::isnan(b) ? -1 : v <= b;
     t.push_back(l);
   }
-  // Issue 12: fire with random deadlines, async_sleep <= 1.2x the bare heap, tock::timer <= 1.5x.
+  // Fire with random deadlines: async_sleep <= 1.2x the bare heap, tock::timer <= 1.5x.
   for (const char* w : {"fire", "churn"})
     for (const char* s : {"tock_timer", "tock_sleep"})
       if (res.has_system(w, s)) rel(w, s, big, &row::ns_per_op, w[0] == 'f' && s[5] == 's' ? 1.2 : 1.5, true, "heap");
   if (res.has_system("touch", "tock_deadline")) rel("touch", "tock_deadline", big, &row::ns_per_op, 1.5, true, "heap");
-  // Issue 12: a time limit on a request that completes first, tock's way (tock::timeout, a deadline's bind())
+  // Timeouts: a time limit on a request that completes first, tock's way (tock::timeout, a deadline's bind())
   // at most 0.15x Asio's idiom and below the bare heap; a cancellable sleep at most 0.5x.
   for (const char* s : {"tock_timeout", "tock_deadline"}) {
     rel("timeouts", s, big, &row::ns_per_op, 0.15, true);
     rel("timeouts", s, big, &row::ns_per_op, 1.0, true, "heap");
   }
   rel("timeouts", "tock_sleep", big, &row::ns_per_op, 0.5, true);
-  // Issue 24: what tock's time limits add to a request (over no_timeout, the same request with none) at most
+  // Timeouts: what tock's time limits add to a request (over no_timeout, the same request with none) at most
   // 0.3x what Asio's timer adds, at 10k and at 1M pending; and no malloc call per request in steady state
   // (allocs_per_op as written in the CSV, 6 decimals: exact up to 1M operations).
   for (std::size_t n : {std::size_t{10000}, big})

@@ -52,7 +52,7 @@ void check_service_idle(asio::io_context& ctx) {
 
 BOOST_AUTO_TEST_SUITE(conformance_test)
 
-// --- Moved-from timers (issue 8): as Asio documents, a moved-from timer is in the state of one constructed
+// --- Moved-from timers: as Asio documents, a moved-from timer is in the state of one constructed
 // from its executor alone: same executor, expiry time_point(), and usable again.
 
 namespace {

@@ -562,7 +562,7 @@ BOOST_AUTO_TEST_CASE(drain_resets_untracked_nodes_too) {
 }
 
 // The operation cache (op_memory.hpp) keeps at most its budget, however many blocks a burst frees: each
-// block it keeps may pin a page after the burst (issue 23, item 8).
+// block it keeps may pin a page after the burst (bench/burst_rss.cpp measures it).
 BOOST_AUTO_TEST_CASE(operation_cache_keeps_at_most_its_budget) {
   using tock::detail::op_memory;
   std::vector<void*> blocks;
@@ -580,7 +580,7 @@ BOOST_AUTO_TEST_CASE(operation_cache_keeps_at_most_its_budget) {
 }
 
 // A cache filled by one kind of operation (a burst of sleeps) gives way to the kind in use now (timed
-// requests): else each of those would be a malloc and a free for good (issue 24's bench found it).
+// requests): else each of those would be a malloc and a free for good (the timeouts bench found it).
 BOOST_AUTO_TEST_CASE(operation_cache_gives_way_to_the_kind_in_use) {
   using tock::detail::op_memory;
   if (!TOCK_OP_MEMORY_CACHE) return;  // no cache under ASan: nothing to give way

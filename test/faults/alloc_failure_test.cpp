@@ -1,4 +1,4 @@
-// Allocation failure injection (issue 8, item 7).
+// Allocation failure injection.
 //
 // For every k, a scripted scenario (waits, sleeps, timeouts, deadline binds, cancels, firings) is run with
 // its k-th allocation failing, in two modes:
