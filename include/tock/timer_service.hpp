@@ -259,7 +259,7 @@ class basic_timer_service : public asio::execution_context::service, private det
 
   /// Takes out an entry its deadline's link holds, its operation having completed: lock-free (but when no
   /// entry is left attached: the driver is then disarmed). False if it fired or was aborted or detached first.
-  bool withdraw(detail::wait_op& entry) noexcept;
+  [[gnu::always_inline]] bool withdraw(detail::wait_op& entry) noexcept;
 
   /// Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
@@ -308,10 +308,10 @@ class basic_timer_service : public asio::execution_context::service, private det
     return attach_locked(impl, entry);
   }
 
-  // A lock-free attach raises the peak (timer_stats) without the lock: a relaxed read of the pending count,
-  // and a compare-and-swap only when the peak grows.
-  void note_lock_free_peak() noexcept {
-    const std::size_t now = queue_.pending();
+  // A lock-free attach raises the peak (timer_stats) without the lock: relaxed reads of the queue's counts
+  // (`attached`: the link count with this entry), and a compare-and-swap only when the peak grows.
+  void note_lock_free_peak(std::size_t attached) noexcept {
+    const std::size_t now = attached + queue_.heap_waits() + queue_.parked_waits();
     std::size_t peak = lock_free_peak_.load(std::memory_order_relaxed);
     while (now > peak && !lock_free_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
@@ -327,6 +327,9 @@ class basic_timer_service : public asio::execution_context::service, private det
   // A deadline's entry for its link, already counted (deadline_link.hpp, rule 4: whoever counts from zero
   // arms the driver), or for its ring if an entry is attached already. Throws (arming) with nothing changed.
   error_code link_locked(implementation_type& impl, detail::deadline_link& link, wait_op& entry);
+
+  // The count of attached entries went to zero (or its withdrawn half wrapped): the driver may go.
+  void links_idle(bool wrapped) noexcept;
 
   // The link let go of a withdrawn entry it held (deadline_link.hpp, rule 1), outside the lock.
   void unlink(wait_op& entry) noexcept { entry.complete(&entry, *core_, detail::op_action::unlink, error_code()); }

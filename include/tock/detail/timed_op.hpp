@@ -243,7 +243,9 @@ class timed_op : public Link {
   }
 
   static bool unlink(Service& s, sleep_entry& entry) { return s.unschedule(entry); }
-  static bool unlink(Service& s, wait_op& entry) { return linked(entry) ? s.withdraw(entry) : s.detach(entry); }
+  [[gnu::always_inline]] static bool unlink(Service& s, wait_op& entry) {
+    return linked(entry) ? s.withdraw(entry) : s.detach(entry);
+  }
 
   // Takes the entry out of its service if it is still there; true if the entry's reference is then ours (a
   // linked entry's stays with its link: deadline_link.hpp). A handler that runs on the service's own context

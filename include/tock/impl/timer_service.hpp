@@ -40,21 +40,26 @@ template <typename Clock, typename WaitTraits>
   const std::uint64_t was = queue_.links().attaching();
   if (!detail::link_count::may_attach_lock_free(was) || !node.link.try_attach(entry, replaced))
     return link_locked(node, node.link, entry);
-  note_lock_free_peak();
+  note_lock_free_peak(detail::link_count::attached_in(was) + 1);
   if (replaced != nullptr) unlink(*replaced);
   return error_code();
 }
 
+// Inlined into the bound operation's completion (as attach()); the rare locked part is not.
 template <typename Clock, typename WaitTraits>
-bool basic_timer_service<Clock, WaitTraits>::withdraw(detail::wait_op& entry) noexcept {
+[[gnu::always_inline]] inline bool basic_timer_service<Clock, WaitTraits>::withdraw(detail::wait_op& entry) noexcept {
   if (!detail::withdraw(entry)) return false;
   bool wrapped = false;
-  if (queue_.links().withdrawn(wrapped)) {
-    locked_section section(*this);  // disarms the driver if nothing is left to fire
-    if (wrapped) queue_.links().wrapped();
-    queue_.links().idle();
-  }
+  if (queue_.links().withdrawn(wrapped)) [[unlikely]]
+    links_idle(wrapped);
   return true;
+}
+
+template <typename Clock, typename WaitTraits>
+[[gnu::noinline]] void basic_timer_service<Clock, WaitTraits>::links_idle(bool wrapped) noexcept {
+  locked_section section(*this);  // disarms the driver if nothing is left to fire
+  if (wrapped) queue_.links().wrapped();
+  queue_.links().idle();
 }
 
 template <typename Clock, typename WaitTraits>
