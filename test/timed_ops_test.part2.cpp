@@ -1026,6 +1026,112 @@ BOOST_AUTO_TEST_CASE(deadline_fired_for_another_context_times_out_after_its_own_
   BOOST_CHECK(c.ec == tock::error::timed_out);
 }
 
+// An I/O object with one operation at a time, standing for a socket: its canceller, hooked into the operation's
+// slot, reads the object (a socket's reads its reactor data), so an emit after the object is gone is counted
+// (where a socket's would read freed memory); its destruction completes the operation with operation_aborted.
+class fake_socket {
+ public:
+  explicit fake_socket(asio::io_context& ctx) : ctx_(ctx) {}
+  fake_socket(const fake_socket&) = delete;
+  fake_socket& operator=(const fake_socket&) = delete;
+  ~fake_socket() {
+    state_->alive = false;
+    finish();
+  }
+
+  template <typename Token>
+  auto async_read(Token&& token) {
+    return asio::async_initiate<Token, void(error_code)>(initiation{this}, token);
+  }
+  struct state {
+    bool alive = true;
+    int emits_after_destruction = 0;
+  };
+  // What outlives the object: whether it lives, and the emits that came after it.
+  std::shared_ptr<const state> monitor() const { return state_; }
+
+ private:
+  struct canceller {
+    std::shared_ptr<state> s;
+    fake_socket* self;
+    void operator()(asio::cancellation_type) {
+      if (!s->alive) return void(++s->emits_after_destruction);
+      self->finish();
+    }
+  };
+  struct initiation {
+    using executor_type = asio::io_context::executor_type;
+    executor_type get_executor() const noexcept { return self->ctx_.get_executor(); }
+    template <typename Handler>
+    void operator()(Handler&& handler) const {
+      auto slot = asio::get_associated_cancellation_slot(handler);
+      if (slot.is_connected()) slot.template emplace<canceller>(self->state_, self);
+      self->pending_ = std::make_unique<pending_op<std::decay_t<Handler>>>(std::forward<Handler>(handler));
+    }
+    fake_socket* self;
+  };
+  struct pending_base {
+    virtual ~pending_base() = default;
+    virtual void complete(const error_code& ec) = 0;
+  };
+  template <typename Handler>
+  struct pending_op : pending_base {
+    template <typename H>
+    explicit pending_op(H&& h) : handler(std::forward<H>(h)) {}
+    void complete(const error_code& ec) override {  // on the handler's executor, as Asio's operations complete
+      const auto ex = asio::get_associated_executor(handler);
+      asio::dispatch(ex, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+    }
+    Handler handler;
+  };
+  void finish() {
+    if (!pending_) return;
+    asio::post(ctx_, [p = std::move(pending_)] { p->complete(asio::error::operation_aborted); });
+  }
+
+  asio::io_context& ctx_;
+  std::shared_ptr<state> state_ = std::make_shared<state>();
+  std::unique_ptr<pending_base> pending_;
+};
+
+// A connection's deadline fired for its reads, whose handlers run on a strand (of another context here, not run
+// yet, so that the cancellations wait there); the connection, its sockets and its deadline, is destroyed on that
+// strand before they run: the reads complete with operation_aborted and nothing is emitted into their slots,
+// whose I/O objects are gone. With one read the deadline's link holds it, with two the second is in its ring.
+// The previous code emitted both cancellations there (a real socket's canceller then read the freed socket; Asio's
+// cancel_after does the same). An operation on another context still gets its fired cancellation
+// (deadline_fired_for_another_context_times_out_after_its_own_context_goes).
+BOOST_AUTO_TEST_CASE(deadline_destroyed_on_the_strand_before_its_fired_cancellation_runs_emits_nothing) {
+  for (const int reads : {1, 2}) {
+    BOOST_TEST_CONTEXT("reads " << reads) {
+      asio::io_context ctx, other;
+      auto strand = asio::make_strand(other);
+      struct connection {
+        explicit connection(asio::io_context& c) : a(c), b(c), dl(c, 5ms) {}
+        fake_socket a, b;
+        manual_deadline dl;
+      };
+      auto conn = std::make_unique<connection>(ctx);
+      std::array<completion, 2> c;
+      conn->a.async_read(conn->dl.bind(asio::bind_executor(strand, record(c[0]))));
+      if (reads == 2) conn->b.async_read(conn->dl.bind(asio::bind_executor(strand, record(c[1]))));
+      const std::array<std::shared_ptr<const fake_socket::state>, 2> sockets{conn->a.monitor(), conn->b.monitor()};
+      asio::post(strand, [&] { conn.reset(); });
+      BOOST_REQUIRE(advance_by(ctx, 5ms));  // fired: the cancellations wait on the strand, behind the destroyer
+      BOOST_CHECK_EQUAL(c[0].calls + c[1].calls, 0);
+      BOOST_REQUIRE(run_until_idle(other));
+      BOOST_REQUIRE(rerun_until_idle(ctx));
+      BOOST_REQUIRE(rerun_until_idle(other));
+      for (int i = 0; i < reads; ++i) {
+        BOOST_CHECK_EQUAL(c[i].calls, 1);
+        BOOST_CHECK(c[i].ec == asio::error::operation_aborted);
+      }
+      BOOST_CHECK(!sockets[0]->alive);
+      BOOST_CHECK_EQUAL(sockets[0]->emits_after_destruction + sockets[1]->emits_after_destruction, 0);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // === tock::timeout only (timed_ops_test/timeout).

@@ -261,7 +261,8 @@ class basic_timer_service : public asio::execution_context::service, private det
   /// entry is left attached: the driver is then disarmed). False if it fired or was aborted or detached first.
   [[gnu::always_inline]] bool withdraw(detail::wait_op& entry) noexcept;
 
-  /// Takes an attached entry out of its timer without calling it; false if it has already fired or been aborted.
+  /// Takes an attached entry out of its timer without calling it; false if it has already fired (it may still
+  /// be in the ring until its cancellation runs) or been aborted.
   bool detach(detail::wait_op& entry) noexcept {
     locked_section section(*this);
     return detach_locked(entry);
@@ -408,10 +409,11 @@ class basic_timer_service : public asio::execution_context::service, private det
     return core_->count_withdrawn_locked(queue_.unschedule(op));
   }
 
+  // True if the entry was waiting: a fired one's reference is its runner's (timed_op::settle).
   bool detach_locked(wait_op& entry) noexcept {
-    const auto was = queue_.detach(entry);
-    core_->count_withdrawn_locked(was == queue_type::unlinked::waiting);  // `due`: already counted as fired
-    return was != queue_type::unlinked::nothing;
+    const bool waiting = queue_.detach(entry) == queue_type::unlinked::waiting;
+    core_->count_withdrawn_locked(waiting);  // fired: already counted as fired
+    return waiting;
   }
 
   // Asio's rule: pending handlers are destroyed, not invoked. They are destroyed outside the lock, since a

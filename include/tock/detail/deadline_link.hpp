@@ -54,16 +54,23 @@ namespace tock::detail {
 //    the deadline's context (its I/O operation does, on its own context). Such entries go to the ring under
 //    the lock, as waits: their operation's completion takes them out, and a parked one holds the context's
 //    work as any parked wait does.
+// 8. An entry the driver claims whose cancellation runs on a foreign executor (wait_op::checked_at_run) leaves
+//    the link for the ring's due prefix (link_state none again), as a timer's fired wait on a foreign executor
+//    does, so that the deadline's destruction before that cancellation runs still reaches it (timed_op::settle).
 
-// wait_op::link_state.
-enum class link_state : std::uint8_t { none = 0, attached = 1, withdrawn = 2, claimed = 3 };
+// wait_op::link_state. `detached`: not a link's state but a mark, under the lock, on a bound entry that fired
+// and waits in its deadline's ring for its cancellation to run on a foreign executor, when the deadline goes
+// away meanwhile (timed_op::settle): that cancellation is then not emitted.
+enum class link_state : std::uint8_t { none = 0, attached = 1, withdrawn = 2, claimed = 3, detached = 4 };
 
 inline std::atomic_ref<std::uint8_t> link_state_of(wait_op& op) noexcept {
   return std::atomic_ref<std::uint8_t>(op.link_state);
 }
-// Whether the entry went to a deadline's link (it never leaves it for a ring: only its state changes).
+// Whether the entry went to a deadline's link and is still in it, or was claimed from it (rule 8 returns a fired
+// one to the ring: none again).
 inline bool linked(wait_op& op) noexcept {
-  return link_state_of(op).load(std::memory_order_relaxed) != std::uint8_t(link_state::none);
+  const std::uint8_t s = link_state_of(op).load(std::memory_order_relaxed);
+  return s != std::uint8_t(link_state::none) && s != std::uint8_t(link_state::detached);
 }
 
 // Rule 2, for `from` (attached) to `to`, on whichever side is swapping.

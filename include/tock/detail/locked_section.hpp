@@ -37,6 +37,7 @@ class locked_section {
 
   // The waits taken out are those of a deadline going away: its bound operations are detached.
   void detach_bound() noexcept { detach_ = true; }
+  bool detaching() const noexcept { return detach_; }
 
   template <typename Op>
   void defer(Op& op, deferred how = deferred::aborted) noexcept {

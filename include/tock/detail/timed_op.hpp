@@ -49,8 +49,10 @@ class timed_op : public Link {
         executor_(ex), runs_in_context_(on_service_context && service.runs_in_context(ex)),
         on_service_context_(on_service_context), type_(type) {
     if (!runs_in_context_) left_core_ = service.core();  // see leave_service
-    if constexpr (std::is_same_v<Link, wait_op>)  // deadline_link.hpp, rule 7
-      this->linkable = on_service_context && std::is_same_v<decltype(alloc_), op_allocator<void>>;
+    if constexpr (std::is_same_v<Link, wait_op>) {
+      this->linkable = on_service_context && std::is_same_v<decltype(alloc_), op_allocator<void>>;  // link rule 7
+      this->checked_at_run = !runs_in_context_;  // fired, it stays in its deadline's ring until settle(): rule 8
+    }
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
       user_slot_used_ = true;
@@ -212,28 +214,55 @@ class timed_op : public Link {
     asio::cancellation_slot slot_;
   };
 
-  // Runs the cancellation on the handler's executor; holds the entry's reference until it has run.
+  // Runs the cancellation on the handler's executor; holds the entry's reference until it has run. Sent by a
+  // fire (`fired`), it first settles the entry, which waited in its deadline's ring meanwhile (settle()).
   class cancel_runner {
    public:
-    cancel_runner(timed_op* self, bool timed_out, bool late = false) noexcept
-        : self_(self), timed_out_(timed_out), late_(late) {}
+    cancel_runner(timed_op* self, bool timed_out, bool late = false, bool fired = false) noexcept
+        : self_(self), timed_out_(timed_out), late_(late), fired_(fired) {}
     cancel_runner(cancel_runner&& other) noexcept
-        : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_), late_(other.late_) {}
+        : self_(std::exchange(other.self_, nullptr)), timed_out_(other.timed_out_), late_(other.late_),
+          fired_(other.fired_) {}
     cancel_runner& operator=(cancel_runner&&) = delete;
     bool release() noexcept { return std::exchange(self_, nullptr) != nullptr; }
     ~cancel_runner() {
-      if (self_ != nullptr && !dispatching::give_back(self_)) self_->release();
+      if (self_ != nullptr && !dispatching::give_back(self_)) {
+        if (fired_) self_->settle();
+        self_->release();
+      }
     }
     void operator()() {
       timed_op* self = std::exchange(self_, nullptr);
-      if (self->cancel_now(timed_out_, late_)) self->release();
+      if ((fired_ && !self->settle()) || self->cancel_now(timed_out_, late_)) self->release();
     }
 
    private:
     timed_op* self_;
     bool timed_out_;
-    bool late_;  // sent by initiated() itself: the initiation has returned
+    bool late_;   // sent by initiated() itself: the initiation has returned
+    bool fired_;  // sent by a fire of an entry that checked_at_run
   };
+
+  // A fired entry whose cancellation runs on a foreign executor waited in its deadline's ring (deadline_link.hpp,
+  // rule 8); it leaves it here, under the lock. False if its deadline went away meanwhile (destroyed or assigned
+  // over) and the operation is on the deadline's context: as for a deadline that goes away before it fires, the
+  // operation goes on without a limit, and nothing is emitted into a slot whose I/O object may have gone with the
+  // deadline (a connection's socket and deadline, destroyed on that executor). An operation on another context
+  // still gets it: its I/O object does not go with the deadline's context.
+  bool settle() noexcept {
+    if constexpr (std::is_same_v<Link, wait_op>) {
+      if (left_core_->settle_fired(*this) || !on_service_context_) return true;
+      return link_state_of(*this).load(std::memory_order_relaxed) != std::uint8_t(link_state::detached);
+    } else {
+      return true;  // a sleep's entry leaves the heap when it fires
+    }
+  }
+  bool settles_at_run() const noexcept {
+    if constexpr (std::is_same_v<Link, wait_op>)
+      return this->checked_at_run;
+    else
+      return false;
+  }
 
   static Link make_link() noexcept {
     if constexpr (std::is_same_v<Link, sleep_entry>)
@@ -314,7 +343,7 @@ class timed_op : public Link {
       if (cancel_now(timed_out)) release();
       return;
     }
-    cancel_runner runner(this, timed_out);
+    cancel_runner runner(this, timed_out, false, a == op_action::invoke && settles_at_run());
     dispatching guard(this);
     try {
       asio::dispatch(executor_, std::move(runner));

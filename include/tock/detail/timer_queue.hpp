@@ -175,11 +175,15 @@ class timer_queue {
 
   // --- Taking waits out.
 
-  // Takes up to `limit` waits of a timer, oldest first: fired ones are only unlinked (their runner reports
-  // them aborted), waiting ones are passed to `defer`. The timer stays in the heap: a later wait will likely
-  // reuse its slot. Returns how many were taken.
+  // Takes up to `limit` waits of a timer, oldest first: fired ones are unlinked and passed to `fired` (their
+  // runner reports them aborted), waiting ones are passed to `defer`. The timer stays in the heap: a later
+  // wait will likely reuse its slot. Returns how many were taken.
+  template <typename Defer, typename Fired>
+  std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer, Fired&& fired) noexcept;
   template <typename Defer>
-  std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept;
+  std::size_t take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept {
+    return take_waits(t, limit, defer, [](wait_op&) {});
+  }
 
   // Takes a wait out of whatever ring it is in. O(waits of its timer).
   unlinked detach(wait_op& op) noexcept;

@@ -130,6 +130,13 @@ struct wait_ring {
     return op;
   }
 
+  // A fired wait that was kept elsewhere (a deadline's link) joins the due prefix, first. O(1).
+  void push_due(wait_op& op) noexcept {
+    op.next = head;
+    head = &op;
+    ++due;
+  }
+
   // Takes the oldest waiting wait out of the ring, leaving fired ones. Requires waiting > 0. O(due).
   wait_op& take_first_waiting() noexcept {
     wait_op** link = link_to_first_waiting();

@@ -151,7 +151,13 @@ std::size_t basic_timer_service<Clock, WaitTraits>::take_waits_locked(locked_sec
       --limit;
     }
   }
-  return taken + queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); });
+  // A bound entry that fired and waits for its cancellation to run on a foreign executor is detached when its
+  // deadline goes away (deadline_link.hpp, rule 8): timed_op::settle reads the mark once it gets there.
+  auto fired = [&](wait_op& op) {
+    if (op.bound && section.detaching())
+      detail::link_state_of(op).store(std::uint8_t(detail::link_state::detached), std::memory_order_relaxed);
+  };
+  return taken + queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); }, fired);
 }
 
 template <typename Clock, typename WaitTraits>

@@ -48,8 +48,8 @@ bool timer_queue<TimePoint>::unschedule(sleep_entry& op) noexcept {
 }
 
 template <typename TimePoint>
-template <typename Defer>
-std::size_t timer_queue<TimePoint>::take_waits(timer& t, std::size_t limit, Defer&& defer) noexcept {
+template <typename Defer, typename Fired>
+std::size_t timer_queue<TimePoint>::take_waits(timer& t, std::size_t limit, Defer&& defer, Fired&& fired) noexcept {
   std::size_t taken = 0, waiting_taken = 0;
   while (taken < limit && !t.ring.empty()) {
     bool was_due = false;
@@ -57,6 +57,8 @@ std::size_t timer_queue<TimePoint>::take_waits(timer& t, std::size_t limit, Defe
     if (!was_due) {
       defer(op);
       ++waiting_taken;
+    } else {
+      fired(op);
     }
     ++taken;
   }
@@ -152,6 +154,10 @@ typename timer_queue<TimePoint>::due timer_queue<TimePoint>::pop_due(const TimeP
       deadline_link::inspection held(link::of(t));
       if (wait_op* op = held.claim()) {
         links_.claimed();
+        if (op->checked_at_run) {  // deadline_link.hpp, rule 8
+          link_state_of(*op).store(std::uint8_t(link_state::none), std::memory_order_relaxed);
+          t.ring.push_due(*op);
+        }
         if (t.ring.waiting == 0 && now < key) {  // fired early (slack), as below
           heap_.remove(n);
           --lingering_;
