@@ -73,9 +73,8 @@ class timer_driver {
 
   // The arming rule holds, and the driver's operations fit their pool, for tests.
   bool valid_locked() const {
-    const bool armed_ok =
-        (queue_.can_fire() && !queue_.heap_empty()) == (armed_at_ != time_point::max()) || stopped_ || firing_ ||
-        continuing_;
+    const bool armed_ok = (queue_.can_fire() && !queue_.heap_empty()) == (armed_at_ != time_point::max()) || stopped_ ||
+                          firing_ || continuing_;
     return armed_ok && driver_.fallbacks() == 0 && continuation_memory_.fallbacks() == 0;
   }
 
@@ -185,9 +184,8 @@ class timer_driver {
   // for it. If the top's key has passed, or its deadline (slack), true: the caller posts a continuation once
   // it has unlocked (a passed key may be only a timer that fired and lingers, rule 4, or a lazy key: the
   // continuation then finds nothing, but settling here would drop the lingering timer that the handler is
-  // about to wait on again, and its re-key in place with it). Else arms
-  // for the top unless armed for it or earlier (if that fails, a continuation arms when it runs). O(1) but the
-  // arming, never throws.
+  // about to wait on again, and its re-key in place with it). Else arms for the top unless armed for it or
+  // earlier (if that fails, a continuation arms when it runs). O(1) but the arming, never throws.
   bool hand_over_locked(const time_point& now) noexcept {
     if (continuing_ || !queue_.can_fire() || queue_.heap_empty()) return false;
     if (now < queue_.top_key() && !queue_.settle(now)) {  // settle() changes nothing before the top's key
