@@ -39,7 +39,8 @@ namespace tock::detail {
 //    attached under the lock armed the driver for the top (which every pinned node's key follows) and then
 //    said so. Otherwise it takes the lock, arms, attaches and covers. So an owner that counted first and was
 //    then refused (capacity, shutdown) leaves nobody unarmed: those that counted after it took the lock too.
-//    The mark goes, under the lock, once the count is back to zero.
+//    The mark goes, under the lock, once the count is back to zero, at the latest when the driver is let go or
+//    a batch ends unarmed (timer_driver.hpp): an owner that counts after the zero takes the lock.
 // 5. Under the lock, whoever is not the owner (the driver, shutdown, a ring's entry leaving) reads the entry
 //    through an `inspection`, which sets `busy` in the word for its length: an owner that finds it set takes
 //    the lock (it waits for the inspection to end), so the entry it would let go of is not freed while read.
@@ -206,6 +207,10 @@ class link_count {
   }
 
   std::uint64_t attached() const noexcept { return word_.load(std::memory_order_acquire) & count; }
+  bool covered_attached() const noexcept {
+    const std::uint64_t w = word_.load(std::memory_order_acquire);
+    return (w & count) != 0 && (w & covered) != 0;
+  }
   // For stats(), under the lock: attached now, and withdrawn in all.
   void read(std::uint64_t& attached, std::uint64_t& withdrawn) const noexcept {
     const std::uint64_t w = word_.load(std::memory_order_acquire);

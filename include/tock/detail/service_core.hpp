@@ -11,6 +11,7 @@
 #include <tock/timer_stats.hpp>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -69,14 +70,30 @@ class deferred_queue {
   };
 
   bool empty() const noexcept { return head_.first == 0; }
+  // How many are queued. O(1).
+  std::size_t size() const noexcept { return size_; }
   void push_back(wait_op& op, deferred how) noexcept { push_back(make(&op, false, how)); }
   void push_back(sleep_entry& op, deferred how) noexcept { push_back(make(&op, true, how)); }
 
-  batch take_all() noexcept { return std::exchange(head_, batch{}); }
+  batch take_all() noexcept {
+    size_ = 0;
+    return std::exchange(head_, batch{});
+  }
 
-  // Puts `b` back in front of what is queued.
+  // Takes the oldest out: its link, or 0 if none is queued. O(1).
+  link pop_front() noexcept {
+    const link l = head_.first;
+    if (l == 0) return 0;
+    --size_;
+    head_.first = l == head_.last ? 0 : next(l);
+    if (head_.first == 0) head_.last = 0;
+    return l;
+  }
+
+  // Puts `b` back in front of what is queued. O(size of b).
   void push_front(const batch& b) noexcept {
     if (b.first == 0) return;
+    for (link l = b.first; l != 0; l = next_of(l, b)) ++size_;
     set_next(b.last, head_.first != 0 ? head_.first : end);
     if (head_.first == 0) head_.last = b.last;
     head_.first = b.first;
@@ -113,6 +130,7 @@ class deferred_queue {
   }
 
   void push_back(link l) noexcept {
+    ++size_;
     set_next(l, end);
     if (head_.first == 0)
       head_.first = l;
@@ -122,7 +140,30 @@ class deferred_queue {
   }
 
   batch head_;
+  std::size_t size_ = 0;
 };
+
+// Whether `ctx` is run by one thread at most: its scheduler assumes so exactly when Asio's does (its
+// `one_thread_`: a concurrency hint of 1, as `io_context(1)` gives, or a hint without the scheduler's or the
+// reactor's locking). Only then may the service run one completion after another on the thread that found them
+// (a wake-up's batch, a drain): elsewhere an idle thread must be able to take the next (design.md, "Threads").
+// Read once, when the service is built.
+inline bool runs_on_one_thread(asio::io_context& ctx) {
+#if TOCK_ASIO_VERSION >= 103300  // Asio's configuration service holds the hint
+  return asio::config(ctx).get("scheduler", "concurrency_hint", 0) == 1;
+#elif defined(TOCK_STANDALONE_ASIO) && !defined(ASIO_HAS_IOCP)
+  const int hint = asio::use_service<asio::detail::io_context_impl>(ctx).concurrency_hint();
+  return hint == 1 || !ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint) ||
+         !ASIO_CONCURRENCY_HINT_IS_LOCKING(REACTOR_IO, hint);
+#elif !defined(TOCK_STANDALONE_ASIO) && !defined(BOOST_ASIO_HAS_IOCP)
+  const int hint = asio::use_service<asio::detail::io_context_impl>(ctx).concurrency_hint();
+  return hint == 1 || !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint) ||
+         !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(REACTOR_IO, hint);
+#else
+  (void)ctx;
+  return false;  // not known: as if several threads ran it
+#endif
+}
 
 // What the core asks of the service that owns it: to take an operation out of its queue when the operation's
 // cancellation slot is emitted (it completes as aborted), or when a timed operation's own operation ended
@@ -152,17 +193,24 @@ class op_canceller {
 // all (the queue is intrusive, the drain's memory is the core's own block). A completion queued while a
 // drain is pending runs in that drain, which was posted before it, so completions still run before anything
 // posted after them. A completion that could not be dispatched to its executor (no memory) is queued again.
+// On a context that several threads may run (runs_on_one_thread), a drain takes one completion at a time and,
+// before running it, posts a drain for the rest if more are queued and none is posted: an idle thread runs
+// them beside it, as it would Asio's posted completions, while on one thread that drain finds them done.
 class service_core : public std::enable_shared_from_this<service_core> {
  public:
   // Reserves the drain's block: at most one drain is queued at a time, and Asio returns its block before it
   // runs, so every later post finds it free.
-  explicit service_core(asio::io_context& ctx) : ctx_(ctx) { drain_memory_.reserve(1); }
+  explicit service_core(asio::io_context& ctx) : ctx_(ctx), one_thread_(runs_on_one_thread(ctx)) {
+    drain_memory_.reserve(1);
+  }
   service_core(const service_core&) = delete;
   service_core& operator=(const service_core&) = delete;
   ~service_core() { run(deferred_.take_all(), false); }  // left only when the context was gone first
 
   asio::io_context& context() const noexcept { return ctx_; }
   futex_mutex& mutex() noexcept { return mutex_; }
+  // Whether at most one thread runs the context (runs_on_one_thread).
+  bool one_thread() const noexcept { return one_thread_; }
 
   // The service registers itself once built, and leaves before it is destroyed. Takes the lock.
   void set_owner(op_canceller* owner) noexcept {
@@ -312,7 +360,10 @@ class service_core : public std::enable_shared_from_this<service_core> {
     allocator_type get_allocator() const noexcept { return allocator_type(core_->drain_memory_); }
     void operator()() {
       auto core = std::move(core_);
-      core->run(core->take(), true);
+      if (core->one_thread_)
+        core->run(core->take(), true);
+      else
+        core->run_shared();
     }
 
    private:
@@ -340,6 +391,38 @@ class service_core : public std::enable_shared_from_this<service_core> {
         throw;
       }
       l = next;
+    }
+  }
+
+  // A drain on a context that several threads may run: the completions queued when it starts, or as many,
+  // one per lock (others may take some: a drain it posted, or one posted for later ones), each after posting
+  // a drain for the rest unless one is posted. If a completion throws, it goes back to the front if it was
+  // kept, a drain is posted for what is queued, and the exception leaves run().
+  void run_shared() {
+    std::unique_lock<futex_mutex> lock(mutex_);
+    drain_posted_ = false;
+    for (std::size_t budget = deferred_.size(); budget > 0; --budget) {
+      const deferred_queue::link l = deferred_.pop_front();
+      if (l == 0) break;
+      const bool post = !deferred_.empty() && !std::exchange(drain_posted_, true);
+      lock.unlock();
+      if (post) post_drain();
+      completion_kept = false;
+      try {
+        complete(l, true);
+      } catch (...) {
+        const deferred_queue::link kept = completion_kept ? l : 0;
+        completion_kept = false;
+        bool post_rest;
+        {
+          std::lock_guard<futex_mutex> relock(mutex_);
+          deferred_.push_front({kept, kept});
+          post_rest = !deferred_.empty() && !std::exchange(drain_posted_, true);
+        }
+        if (post_rest) post_drain();
+        throw;
+      }
+      lock.lock();
     }
   }
 
@@ -372,6 +455,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   }
 
   asio::io_context& ctx_;
+  const bool one_thread_;
   futex_mutex mutex_;
   op_canceller* owner_ = nullptr;  // under mutex_: the service, while it lives
   std::atomic<bool> serving_{false};  // owner_ != nullptr, readable without the lock

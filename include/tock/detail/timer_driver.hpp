@@ -28,6 +28,14 @@ namespace tock::detail {
 // completion). Arming can fail (Asio allocates), so a call that places a wait arms for it first (arm_for_locked),
 // before anything changes; calls that only take waits out never arm (disarm_if_idle_locked), so they cannot fail. The
 // *_locked members run under the core's lock.
+//
+// Who runs the due entries: on a context run by one thread (service_core::one_thread), the wake-up's batch calls
+// them one after another, nothing armed until it ends (as above). On a context that several threads may run, a
+// slow handler must hold back only its own thread, as with Asio: before it calls a handler (in place, or
+// dispatched to an idle strand), the batch hands over what is left: if another entry is due, it posts a
+// continuation (at most one queued: it runs a batch of its own, so an idle thread takes the next entry, and on
+// one thread it finds it done), else it arms for the top; and arming goes on while its handlers run (a wait
+// started meanwhile arms as at any other time). Entries still leave the heap one per lock, in deadline order.
 template <typename Clock, typename WaitTraits>
 class timer_driver {
  public:
@@ -35,18 +43,21 @@ class timer_driver {
   using queue_type = timer_queue<time_point>;
 
   timer_driver(service_core& core, queue_type& queue)
-      : core_(core), queue_(queue), driver_(core.context().get_executor()) {}
+      : core_(core), queue_(queue), driver_(core.context().get_executor()), one_thread_(core.one_thread()) {
+    if (!one_thread_) continuation_memory_.reserve(1);
+  }
 
   // Arms for an entry about to be placed at `key` (max(): placed nowhere in the heap), so that the top after
   // placing it is covered. Throws with nothing changed (see asio_driver::arm).
   void arm_for_locked(const time_point& key) {
-    if (key == time_point::max() || firing_ || stopped_) return;
+    if (key == time_point::max() || firing_ || continuing_ || stopped_) return;
     const time_point at = queue_.earliest_with(key);
     if (at < armed_at_) arm_locked(at);
   }
 
   // Once nothing in the heap can fire, the driver's wait goes, so that run() can return. Never throws.
   void disarm_if_idle_locked() noexcept {
+    queue_.links().idle();  // nothing attached: the count is no longer covered (deadline_link.hpp, rule 4)
     if (firing_ || (queue_.can_fire() && !queue_.heap_empty()) || armed_at_ == time_point::max()) return;
     armed_at_ = time_point::max();
     generation_.fetch_add(1, std::memory_order_relaxed);
@@ -63,16 +74,19 @@ class timer_driver {
 
   // The arming rule holds, and the driver's operations fit their pool, for tests.
   bool valid_locked() const {
-    const bool armed_ok =
-        (queue_.can_fire() && !queue_.heap_empty()) == (armed_at_ != time_point::max()) || stopped_ || firing_;
-    return armed_ok && covers_top_locked() && driver_.fallbacks() == 0;
+    const bool armed_ok = (queue_.can_fire() && !queue_.heap_empty()) == (armed_at_ != time_point::max()) || stopped_ ||
+                          firing_ || continuing_;
+    return armed_ok && covers_top_locked() && driver_.fallbacks() == 0 && continuation_memory_.fallbacks() == 0;
   }
 
   // The half of the arming rule that timeliness rests on: while anything can fire, the driver is armed no
-  // later than the top's key (a batch re-arms when it ends). Checked after each locked section in the
+  // later than the top's key (a batch, or a queued continuation, arms when it ends). What can fire: a wait in
+  // the heap, or an entry attached to a link while the count is covered (an owner that counted and has not
+  // taken the lock yet arms there: deadline_link.hpp, rule 4). Checked after each locked section in the
   // sanitizer builds (TOCK_CHECK_INVARIANTS).
   bool covers_top_locked() const noexcept {
-    return firing_ || stopped_ || !queue_.can_fire() || queue_.heap_empty() || !(queue_.top_key() < armed_at_);
+    return firing_ || continuing_ || stopped_ || !queue_.must_cover() || queue_.heap_empty() ||
+           !(queue_.top_key() < armed_at_);
   }
 
  private:
@@ -92,6 +106,16 @@ class timer_driver {
     ++core_.stats_locked().driver_arms;
   }
 
+  // The batch that takes over from one whose handler is about to run (several threads only). Its memory is the
+  // driver's own block: at most one is queued, and Asio returns the block before it runs. Destroyed unrun at
+  // the context's shutdown, before the service that owns the driver.
+  struct continuation {
+    using allocator_type = block_pool::allocator<void>;
+    timer_driver* driver;
+    allocator_type get_allocator() const noexcept { return allocator_type(driver->continuation_memory_); }
+    void operator()() const { driver->on_continued(); }
+  };
+
   // Fires every wait that is due, in deadline order, then re-arms for what is left.
   void on_fired(std::uint64_t generation) {
     // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock; a wait
@@ -100,6 +124,18 @@ class timer_driver {
     std::unique_lock<futex_mutex> lock(core_.mutex());
     if (generation != generation_.load(std::memory_order_relaxed) || stopped_) return;
     armed_at_ = time_point::max();
+    ++core_.stats_locked().wakeups;
+    run_batch(lock, true);
+  }
+
+  void on_continued() {
+    std::unique_lock<futex_mutex> lock(core_.mutex());
+    continuing_ = false;
+    if (!stopped_) run_batch(lock, false);
+  }
+
+  // Under the lock, which it releases around each handler.
+  void run_batch(std::unique_lock<futex_mutex>& lock, bool wakeup) {
     const time_point now = Clock::now();
 
     // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do), for
@@ -118,17 +154,21 @@ class timer_driver {
           // Also with no wait left: a timer that fired and stays in the heap (rule 4) would keep its past
           // key there, which the next arming would take for the top.
           driver.queue_.settle(now);
-          if (driver.queue_.can_fire() && !driver.queue_.heap_empty()) driver.arm_locked(driver.queue_.top_key());
+          // Armed for an earlier key (the batch armed before a handler, for a top it then fired early, by
+          // slack): armed again, as a wake-up for nothing costs more than a re-arm.
+          if (!driver.continuing_ && driver.queue_.can_fire() && !driver.queue_.heap_empty() &&
+              driver.queue_.top_key() != driver.armed_at_)
+            driver.arm_locked(driver.queue_.top_key());
+          if (driver.armed_at_ == time_point::max()) driver.queue_.links().idle();  // unarmed: rule 4 of the links
         } catch (...) {
           if (std::uncaught_exceptions() == 0) throw;
         }
       }
     } guard{*this, lock, now};
 
-    firing_ = true;
-    const typename wakeup_time<Clock>::scope wakeup(core_, now);  // for the handlers the batch calls
+    firing_ = one_thread_;
+    const typename wakeup_time<Clock>::scope reading(core_, now);  // for the handlers the batch calls
     timer_stats& stats = core_.stats_locked();
-    ++stats.wakeups;
     bool fired = false;
     // Bounded by the count pending on entry, so that handlers that keep starting due waits cannot keep the
     // batch going and starve the context's other handlers: past it, what is left waits for the next wake-up.
@@ -139,15 +179,37 @@ class timer_driver {
       fired = true;
       stats.started += next.linked;  // a linked entry's start was not counted (basic_timer_service::stats)
       count_fired(stats, now, next.at);
+      const bool post = !one_thread_ && hand_over_locked(now);
       queue_.prefetch_top();
       lock.unlock();
+      if (post) asio::post(core_.context().get_executor(), continuation{this});  // never allocates
       if (next.sleep != nullptr)
         invoke_unlocked(*next.sleep);
       else
         invoke_unlocked(*next.wait);
       lock.lock();
     }
-    if (!fired) ++stats.empty_wakeups;
+    if (!fired && wakeup) ++stats.empty_wakeups;
+  }
+
+  // Before a handler runs, on a context several threads may run: makes sure that what is left does not wait
+  // for it. If the top's key has passed, or its deadline (slack), true: the caller posts a continuation once
+  // it has unlocked (a passed key may be only a timer that fired and lingers, rule 4, or a lazy key: the
+  // continuation then finds nothing, but settling here would drop the lingering timer that the handler is
+  // about to wait on again, and its re-key in place with it). Else arms for the top unless armed for it or
+  // earlier (if that fails, a continuation arms when it runs). O(1) but the arming, never throws.
+  bool hand_over_locked(const time_point& now) noexcept {
+    if (continuing_ || !queue_.can_fire() || queue_.heap_empty()) return false;
+    if (now < queue_.top_key() && !queue_.settle(now)) {  // settle() changes nothing before the top's key
+      if (!(queue_.top_key() < armed_at_)) return false;
+      try {
+        arm_locked(queue_.top_key());
+        return false;
+      } catch (...) {
+      }
+    }
+    continuing_ = true;
+    return true;
   }
 
   static void count_fired(timer_stats& stats, const time_point& now, const time_point& at) noexcept {
@@ -192,8 +254,11 @@ class timer_driver {
   typename driver_for<Clock, WaitTraits>::type driver_;
   time_point armed_at_ = time_point::max();  // max: the driver is not armed
   std::atomic<std::uint64_t> generation_{0};  // written under the lock; read first without it
-  bool firing_ = false;  // a batch runs: it re-arms when it ends
+  bool firing_ = false;  // a batch runs on a context with one thread: it re-arms when it ends
   bool stopped_ = false;
+  const bool one_thread_;  // see service_core::one_thread
+  bool continuing_ = false;  // a continuation is queued: it arms when it ends (several threads only)
+  block_pool continuation_memory_;  // the continuation's block
 };
 
 }  // namespace tock::detail

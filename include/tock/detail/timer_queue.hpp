@@ -70,6 +70,9 @@ class timer_queue {
   const link_count& links() const noexcept { return links_; }
   // Whether anything can fire: the driver is armed exactly then (timer_driver.hpp).
   bool can_fire() const noexcept { return heap_waits_ != 0 || links_.attached() != 0; }
+  // What the driver must cover now: waits in the heap, or entries attached while the count is covered (not only
+  // counted by owners on their way to the lock: deadline_link.hpp, rule 4).
+  bool must_cover() const noexcept { return heap_waits_ != 0 || links_.covered_attached(); }
   std::size_t parked_waits() const noexcept { return parked_waits_; }
   std::size_t lane_sleeps() const noexcept { return lanes_.queued(); }  // sleeps in lanes behind their heads
   std::uint64_t rekeys() const noexcept { return rekeys_; }  // heap re-keys so far (see timer_stats)

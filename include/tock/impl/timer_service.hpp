@@ -157,7 +157,8 @@ std::size_t basic_timer_service<Clock, WaitTraits>::take_waits_locked(locked_sec
     if (op.bound && section.detaching())
       detail::link_state_of(op).store(std::uint8_t(detail::link_state::detached), std::memory_order_relaxed);
   };
-  return taken + queue_.take_waits(impl, limit, [&](wait_op& op) { section.defer(op); }, fired);
+  return taken + queue_.take_waits(
+                     impl, limit, [&](wait_op& op) { section.defer(op); }, fired);
 }
 
 template <typename Clock, typename WaitTraits>
