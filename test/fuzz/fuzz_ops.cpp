@@ -4,6 +4,15 @@
 // a reference model: exactly one completion or destruction at shutdown, the right error, never before its
 // expiry and done by its latest time (expiry + slack), aborted waits in abort order, fired waits in order of
 // latest time, invariants_hold() after every step.
+// Timeliness of bound operations: reads on 4 socket pairs of the context and 2 of a second context (`ctx2`)
+// are bound to the context's 3 deadlines, so that a deadline is bound while others hold bound reads, and a
+// deadline's read may be an operation of another context. Deadlines are moved earlier and later and their
+// slack changed while bound or idle; a server's turn (the pending read completes, both contexts polled, the
+// deadline moved or its slack changed while nothing is bound to it, the next read bound to it) repeats the
+// keep-alive pattern. After every advance and full poll (both contexts until neither has work ready): every
+// bound read whose deadline's latest time has passed has completed; a read reports timed_out only if its
+// deadline's expiry had passed while it was bound; and the context has not run out of work (stopped) while a
+// wait of its service, or a read bound to one of its deadlines on either context, is pending.
 // Built with -fsanitize=fuzzer,address,undefined (see test/fuzz/CMakeLists.txt, scripts/fuzz.sh).
 #include <tock/tock.hpp>
 
@@ -28,6 +37,13 @@
 #include <optional>
 #include <vector>
 
+// 0: pairs 4 and 5 are on ctx as well (no second context), same decoding: keeps the work check (which a
+// bound read on another context trips at once on a library that lets its context run out of work) from hiding
+// the timeliness checks (progress after a full poll).
+#ifndef TOCK_FUZZ_CROSS_CONTEXT
+#define TOCK_FUZZ_CROSS_CONTEXT 1
+#endif
+
 #ifndef TOCK_FUZZ_KNOWN_BUGS
 #define TOCK_FUZZ_KNOWN_BUGS 1  // 1: use moved-from timers/deadlines, destroy signals with a pending wait
 #endif
@@ -45,7 +61,10 @@ using socket_type = asio::local::stream_protocol::socket;
 using std::chrono::milliseconds;
 
 constexpr std::size_t max_ops = 200;
-constexpr std::size_t n_timers = 4, n_deadlines = 3, n_pairs = 2, n_signals = 4;
+constexpr std::size_t n_timers = 4, n_deadlines = 3, n_signals = 4;
+// Socket pairs 0..3 are on the context of the timers and deadlines; 4 and 5 on a second context, `ctx2`, whose
+// reads may be bound to the first context's deadlines (their handlers run on ctx2, or on ctx's strand).
+constexpr std::size_t n_local_pairs = 4, n_pairs = 6;
 constexpr std::size_t big_capacity = 1u << 20;  // capacity at or above this: no refusal is expected
 
 [[noreturn]] void fail(const char* what, int id = -1) {
@@ -118,7 +137,11 @@ struct model {
   std::array<milliseconds, n_deadlines> dl_slack{};
   milliseconds default_slack{};  // the manual-clock service's, taken by new timers, deadlines and sleeps
   std::array<std::size_t, n_pairs> buffered{};
-  std::array<int, n_pairs> reading{-1, -1};
+  std::array<int, n_pairs> reading = [] {
+    std::array<int, n_pairs> r;
+    r.fill(-1);
+    return r;
+  }();
 
   void reset_order() {
     last_fire.reset();
@@ -241,6 +264,7 @@ struct run {
   std::array<int, n_signals> sig_wait{-1, -1, -1, -1};
   std::array<bool, n_signals> sig_emitted{};
   std::optional<asio::io_context> ctx;
+  std::optional<asio::io_context> ctx2;  // the other context: socket pairs 4 and 5 only
   std::optional<asio::strand<asio::io_context::executor_type>> strand;
   std::array<std::optional<timer_type>, n_timers> timers;
   std::array<bool, n_timers> timer_moved_from{};
@@ -255,6 +279,7 @@ struct run {
 
   explicit run(FuzzedDataProvider& p) : in(p) {
     ctx.emplace();
+    ctx2.emplace();
     strand.emplace(ctx->get_executor());
     for (auto& s : signals) s = std::make_unique<asio::cancellation_signal>();
     service().set_capacity(big_capacity);
@@ -613,22 +638,19 @@ struct run {
     start_counted(id, before, service().pending(), capacity);
   }
 
+  static bool local_pair(int p) { return !TOCK_FUZZ_CROSS_CONTEXT || p < static_cast<int>(n_local_pairs); }
+  asio::io_context& pair_ctx(int p) { return local_pair(p) ? *ctx : *ctx2; }
+
   void socket_op(int p) {
     if (!pairs[p]) {
-      pairs[p].emplace(socket_type(*ctx), socket_type(*ctx));
+      pairs[p].emplace(socket_type(pair_ctx(p)), socket_type(pair_ctx(p)));
       asio::local::connect_pair(pairs[p]->first, pairs[p]->second);
       m.buffered[p] = 0;
       m.reading[p] = -1;
       return;
     }
     switch (in.ConsumeIntegralInRange<int>(0, 4)) {
-      case 0: {  // the peer writes a byte
-        const std::uint8_t b = 'x';
-        asio::write(pairs[p]->second, asio::buffer(&b, 1));
-        ++m.buffered[p];
-        if (m.reading[p] >= 0) m.waits[m.reading[p]].expect |= ok;
-        break;
-      }
+      case 0: write_byte(p); break;
       case 1: {  // close both ends
         if (m.reading[p] >= 0) m.waits[m.reading[p]].expect |= aborted;
         pairs[p].reset();
@@ -636,45 +658,11 @@ struct run {
         m.reading[p] = -1;
         break;
       }
-      case 2: {  // a read bound to a deadline
-        if (m.reading[p] >= 0) break;
-        const int d = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
-        if (!usable_deadline(d) || dl_moved_from[d]) break;
-        const int id = new_wait(kind::bound_read, p);
-        wait_rec& w = m.waits[id];
-        w.dl = d;
-        if (m.buffered[p] > 0) w.expect |= ok;
-        if (!(clock_type::now() < *m.dl_expiry[d])) w.expect |= timed_out;
-        const int s = pick_signal();
-        bind_sig(id, s);
-        const asio::cancellation_type type = pick_type();
-        const std::size_t before = service().pending();
-        auto buf = asio::buffer(bufs[p]);
-        if (s < 0 && in.ConsumeBool())  // on the strand: the deadline's cancellation is dispatched there
-          pairs[p]->first.async_read_some(
-              buf, deadlines[d]->bind(asio::bind_executor(*strand, read_handler{guard(&m, id)}), type));
-        else if (s < 0)
-          pairs[p]->first.async_read_some(buf, deadlines[d]->bind(read_handler{guard(&m, id)}, type));
-        else if (in.ConsumeBool())  // the user's slot inside the deadline's token
-          pairs[p]->first.async_read_some(
-              buf,
-              deadlines[d]->bind(asio::bind_cancellation_slot(signals[s]->slot(), read_handler{guard(&m, id)}), type));
-        else  // and outside it
-          pairs[p]->first.async_read_some(
-              buf,
-              asio::bind_cancellation_slot(signals[s]->slot(), deadlines[d]->bind(read_handler{guard(&m, id)}, type)));
-        const std::size_t after = service().pending();
-        if (after == before) {
-          CHECK(capacity < big_capacity, id);
-          m.waits[id].expect = refused;
-        } else {
-          CHECK(after == before + 1, id);
-          m.reading[p] = id;
-        }
-        break;
-      }
+      case 2: bind_read(p, in.ConsumeIntegralInRange<int>(0, n_deadlines - 1)); break;
       default: {  // a read with tock::timeout: hours (never fires in the run) or already due
         if (m.reading[p] >= 0) break;
+        // On ctx2 the timeout's entry would be ctx2's steady_clock service's, which the model does not follow.
+        if (!local_pair(p)) break;
         const int id = new_wait(kind::timeout_read, p);
         wait_rec& w = m.waits[id];
         const int choice = in.ConsumeIntegralInRange<int>(0, 3);
@@ -711,6 +699,103 @@ struct run {
         break;
       }
     }
+  }
+
+  // The peer of pair `p` writes a byte: a pending read may complete.
+  void write_byte(int p) {
+    const std::uint8_t b = 'x';
+    asio::write(pairs[p]->second, asio::buffer(&b, 1));
+    ++m.buffered[p];
+    if (m.reading[p] >= 0) m.waits[m.reading[p]].expect |= ok;
+  }
+
+  // A read on pair `p` bound to deadline `d` (ctx's); the pair may be on ctx2.
+  void bind_read(int p, int d) {
+    if (!pairs[p] || m.reading[p] >= 0) return;
+    if (!usable_deadline(d) || dl_moved_from[d]) return;
+    const int id = new_wait(kind::bound_read, p);
+    wait_rec& w = m.waits[id];
+    w.dl = d;
+    if (m.buffered[p] > 0) w.expect |= ok;
+    if (!(clock_type::now() < *m.dl_expiry[d])) w.expect |= timed_out;
+    const int s = pick_signal();
+    bind_sig(id, s);
+    const asio::cancellation_type type = pick_type();
+    const std::size_t before = service().pending();
+    auto buf = asio::buffer(bufs[p]);
+    if (s < 0 && in.ConsumeBool())  // on the strand: the deadline's cancellation is dispatched there
+      pairs[p]->first.async_read_some(
+          buf, deadlines[d]->bind(asio::bind_executor(*strand, read_handler{guard(&m, id)}), type));
+    else if (s < 0)
+      pairs[p]->first.async_read_some(buf, deadlines[d]->bind(read_handler{guard(&m, id)}, type));
+    else if (in.ConsumeBool())  // the user's slot inside the deadline's token
+      pairs[p]->first.async_read_some(
+          buf, deadlines[d]->bind(asio::bind_cancellation_slot(signals[s]->slot(), read_handler{guard(&m, id)}), type));
+    else  // and outside it
+      pairs[p]->first.async_read_some(
+          buf, asio::bind_cancellation_slot(signals[s]->slot(), deadlines[d]->bind(read_handler{guard(&m, id)}, type)));
+    const std::size_t after = service().pending();
+    if (after == before) {
+      CHECK(capacity < big_capacity, id);
+      m.waits[id].expect = refused;
+    } else {
+      CHECK(after == before + 1, id);
+      m.reading[p] = id;
+    }
+  }
+
+  // A server's turn on pair `p` (keep-alive: a request read under one limit, the next under another): the
+  // read pending on it, bound to deadline `d` (or any read, and `d` from the input), completes (the peer writes, both
+  // contexts are polled), `d` is moved (earlier, later, or its slack changed) while nothing of the pair is bound to it,
+  // and the next read is bound to `d` again, while other pairs' reads may hold `d` or other deadlines.
+  void server_turn(int p) {
+    int d = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);  // if no read of the pair is bound to one
+    const int how = in.ConsumeIntegralInRange<int>(0, 3);
+    const int ms = in.ConsumeIntegralInRange<int>(0, 12);
+    if (!pairs[p]) return;
+    if (m.reading[p] >= 0) {
+      const wait_rec& w = m.waits[m.reading[p]];
+      if (w.k == kind::bound_read && w.dl >= 0) d = w.dl;  // the next read goes to the same deadline
+      write_byte(p);
+      poll_all();
+      check_progress();
+      if (m.reading[p] >= 0) return;  // another kind of read, refused, or still pending: leave it
+    }
+    make_deadline(d);
+    if (!usable_deadline(d) || dl_moved_from[d]) return;
+    switch (how) {
+      case 0: move_deadline_earlier(d, ms); break;
+      case 1: move_deadline(d, clock_type::now() + milliseconds(ms)); break;
+      case 2: set_deadline_slack(d, milliseconds(ms % 5)); break;
+      default: break;
+    }
+    bind_read(p, d);
+  }
+
+  // A connection's deadline: made at a picked time if there is none at `d`.
+  void make_deadline(int d) {
+    if (deadlines[d]) return;
+    const time_point e = pick_time();
+    deadlines[d].emplace(ctx->get_executor(), e);
+    dl_moved_from[d] = false;
+    m.dl_expiry[d] = e;
+    m.dl_slack[d] = m.default_slack;
+  }
+
+  // Deadline `d` re-aimed at now + ms if that is earlier than its expiry (a shorter limit after a long one).
+  void move_deadline_earlier(int d, int ms) {
+    const time_point e = clock_type::now() + milliseconds(ms);
+    if (e < *m.dl_expiry[d]) move_deadline(d, e);
+  }
+  void move_deadline(int d, time_point e) {
+    deadlines[d]->expires_at(e);
+    CHECK(deadlines[d]->expiry() == e);
+    m.dl_expiry[d] = e;
+    deadline_moved(d);
+  }
+  void set_deadline_slack(int d, milliseconds slack) {
+    deadlines[d]->set_slack(slack);
+    m.dl_slack[d] = slack;
   }
 
   asio::cancellation_type pick_type() {
@@ -796,13 +881,39 @@ struct run {
     }
   }
 
+  // Polls both contexts until neither has a handler ready (a deadline of ctx fires into a read on ctx2, whose
+  // completion may go to ctx's strand), then checks that ctx has not run out of work while anything of its
+  // service can still complete.
   void poll_all() {
-    if (ctx->stopped()) ctx->restart();
-    ctx->poll();
+    for (int round = 0; round < 64; ++round) {
+      if (ctx->stopped()) ctx->restart();
+      std::size_t n = ctx->poll();
+      if (ctx2->stopped()) ctx2->restart();
+      n += ctx2->poll();
+      if (n == 0) break;
+    }
+    check_work();
+  }
+
+  // The work rule (docs/design.md): while a wait of ctx's service is pending, or a read bound to one of its
+  // deadlines (on either context), ctx's run() must not return: a poll that found no work left stops it. A
+  // read on ctx2 whose deadline went away has no limit left and holds only ctx2.
+  void check_work() {
+    if (!ctx->stopped()) return;
+    for (std::size_t i = 0; i < m.waits.size(); ++i) {
+      const wait_rec& w = m.waits[i];
+      if (w.done()) continue;
+      if (w.k == kind::bound_read && !local_pair(w.owner) && w.dl < 0) continue;
+      std::fprintf(stderr,
+                   "fuzz_ops: wait %zu (kind %d, owner %d, deadline %d, expect %u) pending, but ctx ran out of work "
+                   "(stopped after a full poll)\n",
+                   i, static_cast<int>(w.k), w.owner, w.dl, w.expect);
+      fail("!ctx->stopped()", static_cast<int>(i));
+    }
   }
 
   void step() {
-    const int op = in.ConsumeIntegralInRange<int>(0, 15);
+    const int op = in.ConsumeIntegralInRange<int>(0, 19);
     if (op != 11 && op != 12 && op != 13) m.reset_order();
     switch (op) {
       case 0:
@@ -849,12 +960,34 @@ struct run {
         else
           ctx->run_one_for(std::chrono::seconds(0));  // never blocks: returns when nothing is ready
         break;
-      default:
+      case 14:
+      case 15:
         clock_type::advance(milliseconds(in.ConsumeIntegralInRange<int>(1, 6)));
         for (std::size_t d = 0; d < n_deadlines; ++d) deadline_moved(static_cast<int>(d));
         poll_all();
         check_progress();
         break;
+      case 16: {  // a deadline moved earlier (a shorter limit), whatever is bound to it
+        const int d = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
+        const int ms = in.ConsumeIntegralInRange<int>(0, 12);
+        if (usable_deadline(d) && !dl_moved_from[d]) move_deadline_earlier(d, ms);
+        break;
+      }
+      case 17: {  // a deadline's slack changed (smaller: its latest time earlier), whatever is bound to it
+        const int d = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
+        const int ms = in.ConsumeIntegralInRange<int>(0, 4);
+        if (deadlines[d]) set_deadline_slack(d, milliseconds(ms));
+        break;
+      }
+      case 18: server_turn(in.ConsumeIntegralInRange<int>(0, n_pairs - 1)); break;
+      default: {  // a read on ctx2 bound to a deadline of ctx (the pair and the deadline made first if need be)
+        const int p = static_cast<int>(n_local_pairs) + in.ConsumeIntegralInRange<int>(0, 1);
+        const int d = in.ConsumeIntegralInRange<int>(0, n_deadlines - 1);
+        if (!pairs[p]) socket_op(p);
+        make_deadline(d);
+        bind_read(p, d);
+        break;
+      }
     }
     CHECK(service().invariants_hold());
     CHECK(steady_service().invariants_hold());
@@ -878,6 +1011,7 @@ struct run {
     if (in.ConsumeBool()) poll_all();
     CHECK(service().invariants_hold());
     m.shutting_down = true;
+    ctx2.reset();  // its pending handlers (reads' completions) are destroyed, never called
     strand.reset();
     ctx.reset();  // pending handlers are destroyed, never called
     for (std::size_t i = 0; i < m.waits.size(); ++i)

@@ -360,17 +360,20 @@ struct worker {
 
 // ---------------------------------------------------------------------------------------------------------
 // The cross-context scenario (inputs that start with 'X'). Context A is run by ONE thread and owns every
-// timer, deadline, sleep and timed operation; they are all started, cancelled, re-aimed, moved and
-// destroyed by the fuzzer's own thread (which does not run A), as Asio allows for objects used by one
+// timer, deadline, sleep and timed operation but B's reads; they are all started, cancelled, re-aimed, moved
+// and destroyed by the fuzzer's own thread (which does not run A), as Asio allows for objects used by one
 // thread at a time. Context B is run by another thread; handlers may be bound to a strand of B and to the
 // slot of a cancellation signal that lives on that strand (created, emitted and destroyed there only,
 // concurrently with the fuzzer thread's calls on the timer or deadline). At the end, either everything is
 // drained, or the strand is held, emits are queued on it, the waits fire, A is destroyed (its timers first)
 // and only then the strand runs: the emits, then the handlers A left there. A periodic task on a host
-// context without a work guard, running on B, must keep the host's run() going.
+// context without a work guard, running on B, must keep the host's run() going. A socket pair on B gives
+// timed operations of another context: its reads bound to A's deadlines (or timed out by B's own service),
+// their handlers on B or B's strand; a held strand holds them back, so they are closed after A is gone.
 // Checks (besides the ones above): every timed operation whose deadline passed (a due tock::timeout, a
-// deadline at or before now), every wait that fired or was aborted, completes within a bounded time (2 s);
-// a periodic task keeps running and its host's run() does not return while it is scheduled.
+// deadline of A at or before now, B's reads included), every wait that fired or was aborted, completes
+// within a bounded time (2 s); a periodic task keeps running and its host's run() does not return while it
+// is scheduled.
 
 using steady = std::chrono::steady_clock;
 using steady_deadline = tock::basic_deadline<steady>;
@@ -418,6 +421,10 @@ struct cross {
   std::optional<asio::steady_timer> st;  // an operation to time out: a wait that never ends by itself
   std::optional<socket_type> reader, writer;
   std::atomic<bool> reading{false};
+  // A socket pair on B: its reads are bound to A's deadlines (or timed out by B's own service); their handlers
+  // run on B (or its strand), so a held strand holds them back (strand_bound).
+  std::optional<socket_type> b_reader, b_writer;
+  std::atomic<bool> b_reading{false};
   std::vector<int> required;  // ids that must complete: due, fired or aborted
   // On the strand only.
   std::array<std::unique_ptr<asio::cancellation_signal>, n_sigs> sigs;
@@ -436,6 +443,9 @@ struct cross {
     reader.emplace(*a);
     writer.emplace(*a);
     asio::local::connect_pair(*reader, *writer);
+    b_reader.emplace(*b);
+    b_writer.emplace(*b);
+    asio::local::connect_pair(*b_reader, *b_writer);
     ta = std::thread([this] { a->run(); });
     tb = std::thread([this] { b->run(); });
   }
@@ -496,20 +506,21 @@ struct cross {
   // Calls f(handler) with a handler for a new wait: on A's executor, or (if `on_strand` and signal `s` is
   // free) bound to B's strand and to a fresh signal's slot. Returns the wait's id, or -1 if none started.
   template <typename F>
-  int start(time_point expiry, bool on_strand, int s, F f, bool read = false) {
+  int start(time_point expiry, bool on_strand, int s, F f, bool read = false, bool on_b = false) {
     if (m.next.load() >= static_cast<int>(max_waits)) return -1;
+    std::atomic<bool>* flag = !read ? nullptr : on_b ? &b_reading : &reading;
     if (on_strand) {
       const auto slot = fresh_slot(s);
       if (!slot) return -1;
       const int id = m.add(expiry);
       sig_wait[s] = id;
       strand_ids[id] = true;
-      f(asio::bind_cancellation_slot(
-          *slot, asio::bind_executor(*strand, cross_handler{guard(&m, id), read ? &reading : nullptr})));
+      f(asio::bind_cancellation_slot(*slot, asio::bind_executor(*strand, cross_handler{guard(&m, id), flag})));
       return id;
     }
     const int id = m.add(expiry);
-    f(cross_handler{guard(&m, id), read ? &reading : nullptr});
+    strand_ids[id] = on_b;  // its handler runs on B (the read's executor)
+    f(cross_handler{guard(&m, id), flag});
     return id;
   }
 
@@ -517,7 +528,17 @@ struct cross {
   // on one of the fuzzer's timers. Returns false if it cannot be started now.
   template <typename Wrap>
   int timed(bool on_strand, int s, Wrap wrap) {
-    switch (in.ConsumeIntegralInRange<int>(0, 2)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+      case 3:  // a read on B: a deadline of A bound to an operation of another context
+        if (b_reading.load()) return -1;
+        b_reading = true;
+        {
+          const int id = start(
+              time_point::max(), on_strand, s,
+              [&](auto h) { b_reader->async_read_some(asio::buffer(brbuf), wrap(std::move(h))); }, true, true);
+          if (id < 0) b_reading = false;
+          return id;
+        }
       case 0:
         if (reading.load()) return -1;
         reading = true;
@@ -538,7 +559,7 @@ struct cross {
       }
     }
   }
-  std::array<char, 1> rbuf{};
+  std::array<char, 1> rbuf{}, brbuf{};
 
   void step() {
     const int op = in.ConsumeIntegralInRange<int>(0, 19);
@@ -675,7 +696,7 @@ struct cross {
       case 15: periodic(on_strand); break;
       case 16: {
         const char c = 'x';
-        asio::write(*writer, asio::buffer(&c, 1));
+        asio::write(in.ConsumeBool() ? *b_writer : *writer, asio::buffer(&c, 1));
         break;
       }
       default: {  // a wait on an Asio timer, timed out by a deadline or by a due tock::timeout
@@ -805,8 +826,9 @@ struct cross {
     if (!hold) {
       run_on(*strand, [] {});
       run_on(a->get_executor(), [&] { reader->cancel(); });
+      run_on(b->get_executor(), [&] { b_reader->cancel(); });
       const auto limit = steady::now() + std::chrono::seconds(2);
-      while (reading.load()) {
+      while (reading.load() || b_reading.load()) {
         if (steady::now() > limit) fail("progress: a cancelled read did not complete within 2 s");
         std::this_thread::yield();
       }
@@ -817,13 +839,23 @@ struct cross {
       reader.reset();
       writer.reset();
     });
+    auto close_b = [&] {
+      run_on(b->get_executor(), [&] {
+        b_reader.reset();
+        b_writer.reset();
+      });
+    };
+    if (!hold) close_b();  // else B's thread is held: after A is gone
     run_on(a->get_executor(), [] {});
     a->stop();  // waits at time_point::max() stay pending
     ta.join();
     a_work.reset();
     m.shutting_down = true;
     a.reset();  // destroys what is still pending on A (sleeps at time_point::max())
-    if (release) release->set_value();
+    if (release) {
+      release->set_value();
+      close_b();  // a read still bound to a deadline of A, gone: completes (aborted) without A's service
+    }
     run_on(*strand, [&] {
       for (auto& s : sigs) s.reset();
     });
