@@ -400,7 +400,7 @@ class basic_timer_service : public asio::execution_context::service, private det
     if (!detail::linked(op)) return detach_locked(op);
     if (!detail::withdraw(op)) return false;
     bool wrapped = false;
-    if (queue_.links().withdrawn(wrapped)) queue_.links().idle();
+    queue_.links().withdrawn(wrapped);  // the section's end lets the driver and the covered mark go if idle
     if (wrapped) queue_.links().wrapped();
     return true;
   }

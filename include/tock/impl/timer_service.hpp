@@ -57,9 +57,8 @@ template <typename Clock, typename WaitTraits>
 
 template <typename Clock, typename WaitTraits>
 [[gnu::noinline]] void basic_timer_service<Clock, WaitTraits>::links_idle(bool wrapped) noexcept {
-  locked_section section(*this);  // disarms the driver if nothing is left to fire
+  locked_section section(*this);  // lets the driver go, and the count's covered mark, if nothing is left to fire
   if (wrapped) queue_.links().wrapped();
-  queue_.links().idle();
 }
 
 template <typename Clock, typename WaitTraits>
