@@ -17,6 +17,7 @@
 #include <memory>
 #include <source_location>
 #include <type_traits>
+#include <utility>
 
 namespace tock_test {
 
@@ -143,6 +144,29 @@ class counting_allocator {
  private:
   allocation_counts* counts_;
 };
+
+// An operation of `ex`'s context that completes with success once the context runs it: asio::post with
+// void(error_code), the kind of completion a timeout can be put on (asio::post's void() cannot report timed_out:
+// tock rejects it at compile time). Dropped unrun, as a post is, when its context is destroyed first.
+template <typename Executor>
+struct initiate_post_success {
+  using executor_type = Executor;
+
+  executor_type get_executor() const noexcept { return ex; }
+
+  template <typename Handler>
+  void operator()(Handler&& handler) const {
+    asio::post(ex, asio::append(std::forward<Handler>(handler), error_code()));
+  }
+
+  Executor ex;
+};
+
+template <typename Token>
+auto async_post_success(asio::io_context& ctx, Token&& token) {
+  using executor = asio::io_context::executor_type;
+  return asio::async_initiate<Token, void(error_code)>(initiate_post_success<executor>{ctx.get_executor()}, token);
+}
 
 }  // namespace tock_test
 

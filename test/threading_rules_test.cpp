@@ -551,8 +551,9 @@ BOOST_AUTO_TEST_CASE(bound_operation_dropped_with_another_context_leaves_the_slo
   std::atomic<bool> held{false}, go{false}, hooked_while_held{false};
   {
     asio::io_context b;  // never run: its destruction drops the operation
-    asio::post(b, dl.bind(asio::bind_cancellation_slot(
-                      signal.slot(), asio::bind_executor(a.ctx.get_executor(), [&] { calls.fetch_add(1); }))));
+    async_post_success(
+        b, dl.bind(asio::bind_cancellation_slot(
+               signal.slot(), asio::bind_executor(a.ctx.get_executor(), [&](error_code) { calls.fetch_add(1); }))));
     BOOST_REQUIRE(signal.slot().has_handler());
     asio::post(a.ctx, [&] {
       held.store(true);
@@ -645,9 +646,10 @@ BOOST_AUTO_TEST_CASE(timeout_dropped_at_shutdown_leaves_the_slot_to_its_strand) 
     std::atomic<bool> dying{false};
     {
       asio::io_context ctx;
-      asio::post(ctx,
-                 tock::timeout(never, asio::bind_cancellation_slot(
-                                          sig->slot(), asio::bind_executor(strand, [calls] { calls->fetch_add(1); }))));
+      async_post_success(
+          ctx, tock::timeout(
+                   never, asio::bind_cancellation_slot(
+                              sig->slot(), asio::bind_executor(strand, [calls](error_code) { calls->fetch_add(1); }))));
       asio::post(strand, [&, sig] {
         while (!dying.load(std::memory_order_relaxed)) {
         }

@@ -4,6 +4,7 @@
 
 #include <tock/config.hpp>
 #include <tock/detail/asio_awaitable.hpp>
+#include <tock/detail/partial_token.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/timer_service.hpp>
 
@@ -16,6 +17,9 @@ namespace detail {
 
 template <typename T>
 inline constexpr bool is_executor_v = asio::execution::is_executor<T>::value || asio::is_executor<T>::value;
+
+template <typename T>
+inline constexpr bool is_context_v = std::is_convertible_v<T&, asio::execution_context&>;
 
 template <typename T>
 inline constexpr bool is_duration_v = false;
@@ -94,11 +98,10 @@ class initiate_sleep_on_handler_executor {
 /// slot is emitted (any type), or with tock::error::capacity_exceeded. `t` at time_point::max() never fires.
 /// It may complete up to the service's default_slack() late. O(log N); at most one allocation, through the
 /// handler's associated allocator. Thread-safe: start from any thread (docs/design.md, "Threads").
-template <typename Executor, typename Clock, typename Duration,
-          typename Token = asio::default_completion_token_t<Executor>,
+template <typename Executor, typename Clock, typename Duration, typename Token = detail::default_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, Duration>& t,
-                       Token&& token = asio::default_completion_token_t<Executor>()) {
+                       Token&& token = detail::default_token_t<Executor>()) {
   return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock, Executor>(ex), token,
                                                        detail::to_clock_time_point(t));
 }
@@ -106,11 +109,11 @@ auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, 
 /// The same, completing in [t, t + slack] (slack >= 0, else std::invalid_argument): the service may complete
 /// it with other entries at one wake-up.
 template <typename Executor, typename Clock, typename Duration, typename Rep, typename Period,
-          typename Token = asio::default_completion_token_t<Executor>,
+          typename Token = detail::default_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
 auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, Duration>& t,
                        const std::chrono::duration<Rep, Period>& slack,
-                       Token&& token = asio::default_completion_token_t<Executor>()) {
+                       Token&& token = detail::default_token_t<Executor>()) {
   return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<Clock, Executor>(ex), token,
                                                        detail::to_clock_time_point(t),
                                                        detail::saturating_cast<typename Clock::duration>(slack));
@@ -118,20 +121,32 @@ auto async_sleep_until(const Executor& ex, const std::chrono::time_point<Clock, 
 
 /// The same on `ctx`'s executor.
 template <typename ExecutionContext, typename Clock, typename Duration,
-          typename Token = asio::default_completion_token_t<typename ExecutionContext::executor_type>,
+          typename Token = detail::default_token_t<typename ExecutionContext::executor_type>,
+          std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&> &&
+                               !detail::is_duration_v<std::decay_t<Token>>,
+                           int> = 0>
+auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Clock, Duration>& t,
+                       Token&& token = detail::default_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::async_sleep_until(ctx.get_executor(), t, std::forward<Token>(token));
+}
+
+/// The same with `slack`, on `ctx`'s executor.
+template <typename ExecutionContext, typename Clock, typename Duration, typename Rep, typename Period,
+          typename Token = detail::default_token_t<typename ExecutionContext::executor_type>,
           std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
 auto async_sleep_until(ExecutionContext& ctx, const std::chrono::time_point<Clock, Duration>& t,
-                       Token&& token = asio::default_completion_token_t<typename ExecutionContext::executor_type>()) {
-  return tock::async_sleep_until(ctx.get_executor(), t, std::forward<Token>(token));
+                       const std::chrono::duration<Rep, Period>& slack,
+                       Token&& token = detail::default_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::async_sleep_until(ctx.get_executor(), t, slack, std::forward<Token>(token));
 }
 
 /// Completes `d` from now on steady_clock (saturating: a huge `d` never fires, a negative one is due at once).
 /// Same completions and thread safety as async_sleep_until; when `d` repeats it queues in a lane
 /// (detail/sleep_lanes.hpp): O(1) to start and cancel, O(log N) only for the oldest of its lane.
-template <typename Executor, typename Rep, typename Period, typename Token = asio::default_completion_token_t<Executor>,
+template <typename Executor, typename Rep, typename Period, typename Token = detail::default_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_duration_v<std::decay_t<Token>>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
-                     Token&& token = asio::default_completion_token_t<Executor>()) {
+                     Token&& token = detail::default_token_t<Executor>()) {
   using clock = std::chrono::steady_clock;
   const auto span = detail::saturating_cast<clock::duration>(d);
   return asio::async_initiate<Token, void(error_code)>(detail::initiate_sleep_until<clock, Executor>(ex), token,
@@ -141,11 +156,11 @@ auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period
 
 /// The same, completing up to `slack` late (see async_sleep_until).
 template <typename Executor, typename Rep, typename Period, typename Rep2, typename Period2,
-          typename Token = asio::default_completion_token_t<Executor>,
+          typename Token = detail::default_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
 auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period>& d,
                      const std::chrono::duration<Rep2, Period2>& slack,
-                     Token&& token = asio::default_completion_token_t<Executor>()) {
+                     Token&& token = detail::default_token_t<Executor>()) {
   using clock = std::chrono::steady_clock;
   const auto span = detail::saturating_cast<clock::duration>(d);
   return asio::async_initiate<Token, void(error_code)>(
@@ -155,11 +170,23 @@ auto async_sleep_for(const Executor& ex, const std::chrono::duration<Rep, Period
 
 /// The same on `ctx`'s executor.
 template <typename ExecutionContext, typename Rep, typename Period,
-          typename Token = asio::default_completion_token_t<typename ExecutionContext::executor_type>,
+          typename Token = detail::default_token_t<typename ExecutionContext::executor_type>,
+          std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&> &&
+                               !detail::is_duration_v<std::decay_t<Token>>,
+                           int> = 0>
+auto async_sleep_for(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d,
+                     Token&& token = detail::default_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::async_sleep_for(ctx.get_executor(), d, std::forward<Token>(token));
+}
+
+/// The same with `slack`, on `ctx`'s executor.
+template <typename ExecutionContext, typename Rep, typename Period, typename Rep2, typename Period2,
+          typename Token = detail::default_token_t<typename ExecutionContext::executor_type>,
           std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>, int> = 0>
 auto async_sleep_for(ExecutionContext& ctx, const std::chrono::duration<Rep, Period>& d,
-                     Token&& token = asio::default_completion_token_t<typename ExecutionContext::executor_type>()) {
-  return tock::async_sleep_for(ctx.get_executor(), d, std::forward<Token>(token));
+                     const std::chrono::duration<Rep2, Period2>& slack,
+                     Token&& token = detail::default_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::async_sleep_for(ctx.get_executor(), d, slack, std::forward<Token>(token));
 }
 
 /// `co_await tock::sleep_until(t);` inside asio::awaitable<>: sleeps on the coroutine's own executor. Throws

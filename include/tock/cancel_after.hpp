@@ -11,6 +11,7 @@
 
 #include <tock/basic_timer.hpp>
 #include <tock/config.hpp>
+#include <tock/detail/partial_token.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timed_initiation.hpp>
 
@@ -254,9 +255,6 @@ class partial_timer_cancel {
   asio::cancellation_type_t type_;
 };
 
-template <typename T>
-inline constexpr bool is_cancellation_type_v = std::is_same_v<std::decay_t<T>, asio::cancellation_type_t>;
-
 }  // namespace detail
 
 /// Asio's `asio::cancel_after(timer, d, ...)` with a tock timer: the operation is cancelled with `type`
@@ -340,7 +338,7 @@ template <typename Timer, typename When, typename... Signatures>
 struct async_result<tock::detail::partial_timer_cancel<Timer, When>, Signatures...> {
   template <typename Initiation, typename RawToken, typename... Args>
   static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args) {
-    using default_token = default_completion_token_t<associated_executor_t<std::decay_t<Initiation>>>;
+    using default_token = tock::detail::operation_default_token_t<Initiation>;
     tock::detail::timer_cancel_token<default_token, Timer, When> full{default_token{}, token.timer_, token.when_,
                                                                       token.type_};
     return async_initiate<decltype(full), Signatures...>(std::forward<Initiation>(initiation), full,

@@ -146,3 +146,14 @@ inline constexpr bool asio_timer_has_deprecated_members =
 #include <boost/asio/use_awaitable.hpp>
 #endif
 #endif
+
+// asio::deferred, the default token of tock's own operations where the executor names none (Asio 1.26 has no
+// such fallback): tock/detail/partial_token.hpp asks, as above.
+#if defined(TOCK_DETAIL_WANT_ASIO_DEFERRED) && !defined(TOCK_CONFIG_ASIO_DEFERRED_INCLUDED)
+#define TOCK_CONFIG_ASIO_DEFERRED_INCLUDED
+#if defined(TOCK_STANDALONE_ASIO)
+#include <asio/deferred.hpp>
+#else
+#include <boost/asio/deferred.hpp>
+#endif
+#endif

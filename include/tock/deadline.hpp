@@ -4,6 +4,7 @@
 
 #include <tock/config.hpp>
 #include <tock/detail/deadline_link.hpp>
+#include <tock/detail/partial_token.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timed_initiation.hpp>
 #include <tock/detail/timer_object.hpp>
@@ -111,14 +112,18 @@ class basic_deadline {
     expires_at(detail::saturating_add(Clock::now(), d));
   }
 
+  /// No limit: waits and bound operations wait on until the next expires_at() or expires_after() (Beast's
+  /// stream.expires_never()); expires_at(time_point::max()). O(1).
+  void expires_never() { expires_at(time_point::max()); }
+
   /// Aborts pending waits (operation_aborted) and cancels bound operations, at once when called on their
   /// handlers' executor (else dispatched there); returns how many. O(attached).
   std::size_t cancel() { return object_.service().cancel(object_.impl()); }
 
   /// Completes with void(error_code) when the deadline passes (success), or operation_aborted on cancel()
   /// or destruction. O(log N) for the first wait or bound operation, O(attached) after.
-  template <typename WaitToken = asio::default_completion_token_t<executor_type>>
-  auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
+  template <typename WaitToken = detail::default_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = detail::default_token_t<executor_type>()) {
     return object_.async_wait(std::forward<WaitToken>(token));
   }
 
@@ -126,9 +131,17 @@ class basic_deadline {
   /// cancelled with `type` when this deadline passes and its operation_aborted becomes tock::error::timed_out.
   /// One allocation per operation, through the handler's allocator; no heap slot beyond the deadline's one.
   template <typename Token>
+    requires(!detail::is_cancellation_type_v<Token>)
   deadline_bound_token<basic_deadline, std::decay_t<Token>> bind(
       Token&& token, asio::cancellation_type type = asio::cancellation_type::terminal) {
     return deadline_bound_token<basic_deadline, std::decay_t<Token>>(*this, std::forward<Token>(token), type);
+  }
+
+  /// The partial form: `co_await sock.async_read_some(buf, dl.bind())` uses the operation's default token (its
+  /// executor's default_completion_token, else asio::deferred); dl.bind()(token) is dl.bind(token). O(1).
+  [[nodiscard]] auto bind(asio::cancellation_type type = asio::cancellation_type::terminal) {
+    return detail::partial_token(
+        [self = this, type](auto&& token) { return self->bind(std::forward<decltype(token)>(token), type); });
   }
 
  private:

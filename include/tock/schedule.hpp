@@ -25,6 +25,7 @@
 #include <tock/async_sleep.hpp>
 #include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
+#include <tock/detail/partial_token.hpp>
 #include <tock/detail/scheduled_task.hpp>
 #include <tock/periodic_timer.hpp>
 
@@ -81,9 +82,12 @@ class task_handle {
 /// executor (default `ex`), which holds outstanding work meanwhile. O(log N); one allocation (the task)
 /// plus the wait's (and a post's) recycled memory. Thread-safe. Throws std::bad_alloc, nothing scheduled.
 /// Emit the slot where Asio requires (not concurrently with the completion: on a strand if `ex` has threads).
-template <typename Clock = void, typename Executor, typename Due, typename Fn, typename Token,
+/// Without `token`: the executor's default completion token (asio::deferred if it names none).
+template <typename Clock = void, typename Executor, typename Due, typename Fn,
+          typename Token = detail::default_token_t<Executor>,
           std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
-auto schedule(asio::io_context& host, const Executor& ex, const Due& due, Fn&& fn, Token&& token) {
+auto schedule(asio::io_context& host, const Executor& ex, const Due& due, Fn&& fn,
+              Token&& token = detail::default_token_t<Executor>()) {
   using clock = typename detail::due_clock<Clock, Due>::type;
   using R = std::invoke_result_t<std::decay_t<Fn>&>;
   static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>,
@@ -93,10 +97,20 @@ auto schedule(asio::io_context& host, const Executor& ex, const Due& due, Fn&& f
 }
 
 /// The same on `ex`'s own io_context (an io_context executor, a strand of one, an any_io_executor holding one).
-template <typename Clock = void, typename Executor, typename Due, typename Fn, typename Token,
-          std::enable_if_t<detail::is_executor_v<Executor>, int> = 0>
-auto schedule(const Executor& ex, const Due& due, Fn&& fn, Token&& token) {
+template <typename Clock = void, typename Executor, typename Due, typename Fn,
+          typename Token = detail::default_token_t<Executor>,
+          std::enable_if_t<detail::is_executor_v<Executor> && !detail::is_executor_v<Due>, int> = 0>
+auto schedule(const Executor& ex, const Due& due, Fn&& fn, Token&& token = detail::default_token_t<Executor>()) {
   return tock::schedule<Clock>(detail::io_context_of(ex), ex, due, std::forward<Fn>(fn), std::forward<Token>(token));
+}
+
+/// The same on `ctx` and its executor.
+template <typename Clock = void, typename ExecutionContext, typename Due, typename Fn,
+          typename Token = detail::default_token_t<typename ExecutionContext::executor_type>,
+          std::enable_if_t<detail::is_context_v<ExecutionContext> && !detail::is_executor_v<Due>, int> = 0>
+auto schedule(ExecutionContext& ctx, const Due& due, Fn&& fn,
+              Token&& token = detail::default_token_t<typename ExecutionContext::executor_type>()) {
+  return tock::schedule<Clock>(ctx.get_executor(), due, std::forward<Fn>(fn), std::forward<Token>(token));
 }
 
 /// Runs `fn()` (its result ignored) on `ex` at `initial` (a delay or a time point), then at fixed rate: run n
@@ -125,6 +139,15 @@ template <typename Clock = void, typename Executor, typename Due, typename Rep, 
                                              policy);
 }
 
+/// The same on `ctx` and its executor.
+template <typename Clock = void, typename ExecutionContext, typename Due, typename Rep, typename Period, typename Fn,
+          std::enable_if_t<detail::is_context_v<ExecutionContext> && !detail::is_executor_v<Due>, int> = 0>
+[[nodiscard]] task_handle schedule_at_fixed_rate(ExecutionContext& ctx, const Due& initial,
+                                                 const std::chrono::duration<Rep, Period>& period, Fn&& fn,
+                                                 missed_ticks policy = missed_ticks::skip) {
+  return tock::schedule_at_fixed_rate<Clock>(ctx.get_executor(), initial, period, std::forward<Fn>(fn), policy);
+}
+
 /// Runs `fn()` on `ex` at `initial`, then `delay` after each run finished (Java's fixed delay: a slow run
 /// pushes the next ones back; nothing is missed). Same costs, throws and drop semantics as at fixed rate.
 template <typename Clock = void, typename Executor, typename Due, typename Rep, typename Period, typename Fn,
@@ -142,6 +165,14 @@ template <typename Clock = void, typename Executor, typename Due, typename Rep, 
 [[nodiscard]] task_handle schedule_with_fixed_delay(const Executor& ex, const Due& initial,
                                                     const std::chrono::duration<Rep, Period>& delay, Fn&& fn) {
   return tock::schedule_with_fixed_delay<Clock>(detail::io_context_of(ex), ex, initial, delay, std::forward<Fn>(fn));
+}
+
+/// The same on `ctx` and its executor.
+template <typename Clock = void, typename ExecutionContext, typename Due, typename Rep, typename Period, typename Fn,
+          std::enable_if_t<detail::is_context_v<ExecutionContext> && !detail::is_executor_v<Due>, int> = 0>
+[[nodiscard]] task_handle schedule_with_fixed_delay(ExecutionContext& ctx, const Due& initial,
+                                                    const std::chrono::duration<Rep, Period>& delay, Fn&& fn) {
+  return tock::schedule_with_fixed_delay<Clock>(ctx.get_executor(), initial, delay, std::forward<Fn>(fn));
 }
 
 }  // namespace tock

@@ -3,6 +3,7 @@
 #define TOCK_TIMEOUT_HPP
 
 #include <tock/config.hpp>
+#include <tock/detail/partial_token.hpp>
 #include <tock/detail/time_arith.hpp>
 #include <tock/detail/timed_token.hpp>
 #include <tock/timer_service.hpp>
@@ -49,31 +50,72 @@ class timeout_t {
   detail::timeout_spec<Clock> spec_;
 };
 
+namespace detail {
+
+// What tock::timeout(d) and tock::timeout_at(t) keep until they are given a token.
+template <typename Clock>
+struct timeout_maker {
+  timeout_spec<Clock> spec;
+
+  template <typename Token>
+  timeout_t<std::decay_t<Token>, Clock> operator()(Token&& token) const {
+    return timeout_t<std::decay_t<Token>, Clock>(std::forward<Token>(token), spec);
+  }
+};
+
+template <typename Clock, typename Rep, typename Period>
+timeout_spec<Clock> timeout_after(const std::chrono::duration<Rep, Period>& d, asio::cancellation_type type) {
+  return {saturating_cast<typename Clock::duration>(d), {}, type};
+}
+
+template <typename Clock, typename Duration>
+timeout_spec<Clock> timeout_until(const std::chrono::time_point<Clock, Duration>& t, asio::cancellation_type type) {
+  using time_point = typename Clock::time_point;
+  return {std::nullopt, time_point(saturating_cast<typename time_point::duration>(t.time_since_epoch())), type};
+}
+
+}  // namespace detail
+
 /// Ties an operation to a deadline `d` after its initiation: if the deadline passes first, a cancellation of
-/// `type` is emitted on the operation's slot and its operation_aborted is reported as tock::error::timed_out;
+/// `type` is emitted on the operation's slot and its operation_aborted is reported as tock::error::timed_out
+/// (an exception_ptr completion, as co_spawn's, gets a system_error of timed_out instead of operation_aborted);
 /// if the operation completes first, the deadline is removed. The user's own cancellation slot still works.
 /// Costs one heap entry, O(log N) (or, when `d` repeats, a place in its lane: O(1) but for the lane's oldest)
 /// and one allocation (through the handler's allocator); no timer object. The operation must support per-operation
-/// cancellation of `type`; on a context run by several threads, bind its handler to a strand (cancellation signals are
-/// not thread-safe in Asio); it may be started from a thread that does not run the context (docs/design.md,
-/// "Threads"). A negative `d` times out at once. On another clock: tock::timeout<tock::manual_clock>(d,
-/// token).
+/// cancellation of `type` and complete with an error_code or exception_ptr first (a static_assert says so); on a
+/// context run by several threads, bind its handler to a strand (cancellation signals are not thread-safe in
+/// Asio); it may be started from a thread that does not run the context (docs/design.md, "Threads"). A negative
+/// `d` times out at once. On another clock: tock::timeout<tock::manual_clock>(d, token).
 template <typename Clock = std::chrono::steady_clock, typename Token, typename Rep, typename Period>
+  requires(!detail::is_cancellation_type_v<Token>)
 timeout_t<std::decay_t<Token>, Clock> timeout(const std::chrono::duration<Rep, Period>& d, Token&& token,
                                               asio::cancellation_type type = asio::cancellation_type::terminal) {
-  using duration = typename Clock::duration;
-  return timeout_t<std::decay_t<Token>, Clock>(
-      std::forward<Token>(token), detail::timeout_spec<Clock>{detail::saturating_cast<duration>(d), {}, type});
+  return timeout_t<std::decay_t<Token>, Clock>(std::forward<Token>(token), detail::timeout_after<Clock>(d, type));
+}
+
+/// The partial form, as asio::cancel_after(d): `co_await sock.async_read_some(buf, tock::timeout(5s))` uses the
+/// operation's default token (its executor's default_completion_token, else asio::deferred);
+/// tock::timeout(5s)(token) is tock::timeout(5s, token). O(1), no allocation until the operation starts.
+template <typename Clock = std::chrono::steady_clock, typename Rep, typename Period>
+[[nodiscard]] detail::partial_token<detail::timeout_maker<Clock>> timeout(
+    const std::chrono::duration<Rep, Period>& d, asio::cancellation_type type = asio::cancellation_type::terminal) {
+  return detail::partial_token<detail::timeout_maker<Clock>>({detail::timeout_after<Clock>(d, type)});
 }
 
 /// The same with an absolute deadline, on the time point's clock.
 template <typename Token, typename Clock, typename Duration>
+  requires(!detail::is_cancellation_type_v<Token>)
 timeout_t<std::decay_t<Token>, Clock> timeout_at(const std::chrono::time_point<Clock, Duration>& t, Token&& token,
                                                  asio::cancellation_type type = asio::cancellation_type::terminal) {
-  using time_point = typename Clock::time_point;
-  const time_point at(detail::saturating_cast<typename time_point::duration>(t.time_since_epoch()));
-  return timeout_t<std::decay_t<Token>, Clock>(std::forward<Token>(token),
-                                               detail::timeout_spec<Clock>{std::nullopt, at, type});
+  return timeout_t<std::decay_t<Token>, Clock>(std::forward<Token>(token), detail::timeout_until(t, type));
+}
+
+/// The partial form of timeout_at, as tock::timeout(d) is of tock::timeout(d, token).
+template <typename Clock, typename Duration>
+[[nodiscard]] detail::partial_token<detail::timeout_maker<Clock>> timeout_at(
+    const std::chrono::time_point<Clock, Duration>& t,
+    asio::cancellation_type type = asio::cancellation_type::terminal) {
+  return detail::partial_token<detail::timeout_maker<Clock>>({detail::timeout_until(t, type)});
 }
 
 namespace detail {

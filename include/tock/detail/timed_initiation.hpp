@@ -8,6 +8,8 @@
 #include <tock/error.hpp>
 
 #include <concepts>
+#include <exception>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -37,10 +39,21 @@ struct first_signature_args<R(Args...)> {
  private:
   template <typename Handler, typename First, typename... Rest>
   static void complete_with_first(Handler& h, const error_code& ec) {
-    if constexpr (std::is_same_v<First, error_code>)
-      std::move(h)(ec, Rest{}...);
-    else
-      throw sys::system_error(ec);
+    std::move(h)(outcome<First>(ec), Rest{}...);
+  }
+
+  // `ec` as the first argument says it (timeout_outcome.hpp: the only kinds a timed operation has).
+  template <typename First>
+  static First outcome(const error_code& ec) {
+    if constexpr (std::is_same_v<First, error_code>) {
+      return ec;
+    } else if constexpr (std::is_same_v<First, std::exception_ptr>) {
+      return std::make_exception_ptr(sys::system_error(ec));
+    } else {
+      First values{};
+      std::get<0>(values) = outcome<std::tuple_element_t<0, First>>(ec);
+      return values;
+    }
   }
 };
 

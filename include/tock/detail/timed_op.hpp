@@ -5,6 +5,7 @@
 #include <tock/config.hpp>
 #include <tock/detail/deadline_link.hpp>
 #include <tock/detail/service_core.hpp>
+#include <tock/detail/timeout_outcome.hpp>
 #include <tock/detail/wait_handlers.hpp>
 #include <tock/detail/wait_op.hpp>
 #include <tock/error.hpp>
@@ -393,35 +394,20 @@ class timed_op : public Link {
     std::allocator_traits<decltype(op_alloc)>::deallocate(op_alloc, this, 1);
   }
 
-  static void translate(bool timed_out, error_code& ec) noexcept {
-    if (timed_out && ec == asio::error::operation_aborted) ec = make_error_code(error::timed_out);
-  }
-
-  // The operation's error_code comes first, or first in a tuple (asio::as_tuple applied outside).
+  // The operation's error_code or exception_ptr comes first, or first in a tuple (asio::as_tuple applied
+  // outside); timed_async_result (timed_token.hpp) admits no other operation.
   template <typename H, typename First, typename... Rest>
   static void call(H& h, bool timed_out, First&& first, Rest&&... rest) {
     using first_type = std::decay_t<First>;
-    if constexpr (std::is_same_v<first_type, error_code>) {
-      error_code ec(first);
-      translate(timed_out, ec);
-      std::move(h)(ec, std::forward<Rest>(rest)...);
-    } else if constexpr (is_tuple_led_by_error_code<first_type>::value) {
+    if constexpr (is_tuple_v<first_type>) {
       first_type values(std::forward<First>(first));
-      translate(timed_out, std::get<0>(values));
+      if (timed_out) translate_timeout(std::get<0>(values));
       std::move(h)(std::move(values), std::forward<Rest>(rest)...);
     } else {
-      std::move(h)(std::forward<First>(first), std::forward<Rest>(rest)...);
+      first_type outcome(std::forward<First>(first));
+      if (timed_out) translate_timeout(outcome);
+      std::move(h)(std::move(outcome), std::forward<Rest>(rest)...);
     }
-  }
-
-  template <typename T>
-  struct is_tuple_led_by_error_code : std::false_type {};
-  template <typename... T>
-  struct is_tuple_led_by_error_code<std::tuple<error_code, T...>> : std::true_type {};
-
-  template <typename H>
-  static void call(H& h, bool) {
-    std::move(h)();
   }
 
   union {  // until retired, or destroyed with the rest

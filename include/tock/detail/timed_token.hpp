@@ -6,6 +6,7 @@
 
 #include <tock/config.hpp>
 #include <tock/detail/timed_initiation.hpp>
+#include <tock/detail/timeout_outcome.hpp>
 
 #include <type_traits>
 #include <utility>
@@ -53,6 +54,10 @@ struct timed_async_result
       -> decltype(asio::async_initiate<inner_type, Signature, Signatures...>(std::declval<wrapped<Initiation>>(),
                                                                              std::declval<inner_type&>(),
                                                                              std::declval<Args>()...)) {
+    static_assert(timeout_reportable_v<Signature, Signatures...>,
+                  "tock: a timeout or a deadline's bind() reports tock::error::timed_out through the operation's "
+                  "first completion argument, which must be an error_code or an exception_ptr (this operation's "
+                  "completion has neither: time it with a tock::timer or asio::cancel_after instead)");
     wrapped<Initiation> timed(std::forward<Initiation>(init), traits::registrar(token));
     auto&& inner = traits::take_inner(token);
     return asio::async_initiate<inner_type, Signature, Signatures...>(std::move(timed), inner,
