@@ -9,6 +9,8 @@
 # libtock is built first, in build/compile-cost (Release, the library alone).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/deps.sh
+ensure_packages "${TOCK_PACKAGES[@]}" time bc binutils # /usr/bin/time, bc, strip and size
 runs=${1:-3}
 cxx=${CXX:-g++}
 src=bench/compile_cost

@@ -286,9 +286,10 @@ BOOST_AUTO_TEST_CASE(co_spawn_cancelled_by_its_own_slot_still_reports_operation_
   socket_pair pair(ctx);
   asio::cancellation_signal cancel;
   std::optional<error_code> code;
-  asio::co_spawn(ctx, read_once(pair.server),
-                 asio::bind_cancellation_slot(cancel.slot(), tock::timeout<manual_clock>(
-                                                                 100ms, [&](std::exception_ptr e) { code = code_of(e); })));
+  asio::co_spawn(
+      ctx, read_once(pair.server),
+      asio::bind_cancellation_slot(
+          cancel.slot(), tock::timeout<manual_clock>(100ms, [&](std::exception_ptr e) { code = code_of(e); })));
   settle(ctx);
   cancel.emit(asio::cancellation_type::terminal);
   settle(ctx);
@@ -300,7 +301,11 @@ BOOST_AUTO_TEST_CASE(co_spawn_that_throws_something_else_keeps_its_exception) {
   asio::io_context ctx;
   std::exception_ptr got;
   asio::co_spawn(
-      ctx, []() -> asio::awaitable<void> { throw std::runtime_error("own"); co_return; },
+      ctx,
+      []() -> asio::awaitable<void> {
+        throw std::runtime_error("own");
+        co_return;
+      },
       tock::timeout<manual_clock>(100ms, [&](std::exception_ptr e) { got = e; }));
   settle(ctx);
   BOOST_REQUIRE(got);
@@ -413,16 +418,20 @@ BOOST_AUTO_TEST_CASE(context_overloads_take_the_contexts_executor) {
   std::vector<std::pair<std::string, manual_clock::time_point>> log;
   auto note = [&](std::string what) { log.emplace_back(std::move(what), manual_clock::now()); };
   tock::async_sleep_until(ctx, start + 5ms, 1ms, [&](error_code) { note("sleep_until+slack"); });
-  tock::schedule(ctx, start + 10ms, [&] { note("schedule"); }, asio::detached);
+  tock::schedule(
+      ctx, start + 10ms, [&] { note("schedule"); }, asio::detached);
   auto rate = tock::schedule_at_fixed_rate(ctx, start + 20ms, 10ms, [&] { note("rate"); });
   auto delay = tock::schedule_with_fixed_delay(ctx, start + 25ms, 10ms, [&] { note("delay"); });
   for (auto t = start; t <= start + 36ms; t += 1ms) tock_test::advance_to(ctx, t);
   BOOST_CHECK(rate.cancel());
   BOOST_CHECK(delay.cancel());
   settle(ctx);
-  const std::vector<std::pair<std::string, manual_clock::time_point>> expected{
-      {"sleep_until+slack", start + 6ms}, {"schedule", start + 10ms}, {"rate", start + 20ms},
-      {"delay", start + 25ms},           {"rate", start + 30ms},     {"delay", start + 35ms}};
+  const std::vector<std::pair<std::string, manual_clock::time_point>> expected{{"sleep_until+slack", start + 6ms},
+                                                                               {"schedule", start + 10ms},
+                                                                               {"rate", start + 20ms},
+                                                                               {"delay", start + 25ms},
+                                                                               {"rate", start + 30ms},
+                                                                               {"delay", start + 35ms}};
   // The slack lets the sleep complete anywhere in [5, 6] ms.
   BOOST_REQUIRE_EQUAL(log.size(), expected.size());
   BOOST_CHECK(log[0].second >= start + 5ms && log[0].second <= start + 6ms);

@@ -89,8 +89,8 @@ int run() {
   asio::co_spawn(ctx, serve<Stream>(acceptor, c), asio::detached);
   asio::co_spawn(ctx, client(acceptor.local_endpoint(), acceptor), asio::detached);
   ctx.run();
-  std::cout << "server: requests " << c.requests << ", closed idle " << c.closed_idle << ", other "
-            << c.closed_other << "\n";
+  std::cout << "server: requests " << c.requests << ", closed idle " << c.closed_idle << ", other " << c.closed_other
+            << "\n";
   return c.requests == 2 && c.closed_idle == 1 ? 0 : 1;
 }
 

@@ -30,14 +30,14 @@ int main() {
       limit_passed = true;
       cancel.emit(asio::cancellation_type::terminal);
     });
-    server.async_read_some(asio::buffer(buf),
-                           asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code ec, std::size_t n) {
-                             limit.cancel();
-                             const bool timed_out = limit_passed && ec == asio::error::operation_aborted;
-                             std::cout << "read: " << (timed_out ? "timed out" : ec.message()) << ", " << n
-                                       << " bytes\n";
-                             status = timed_out ? 0 : 1;
-                           }));
+    server.async_read_some(
+        asio::buffer(buf),
+        asio::bind_cancellation_slot(cancel.slot(), [&](boost::system::error_code ec, std::size_t n) {
+          limit.cancel();
+          const bool timed_out = limit_passed && ec == asio::error::operation_aborted;
+          std::cout << "read: " << (timed_out ? "timed out" : ec.message()) << ", " << n << " bytes\n";
+          status = timed_out ? 0 : 1;
+        }));
   });
   ctx.run();
   return status;

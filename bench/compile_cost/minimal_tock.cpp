@@ -22,8 +22,7 @@ int main() {
   int status = 1;
   tock::async_sleep_for(ctx.get_executor(), 10ms, [&](boost::system::error_code ec) {
     std::cout << "slept: " << (ec ? ec.message() : "ok") << "\n";
-    server.async_read_some(asio::buffer(buf),
-                           tock::timeout(50ms, [&](boost::system::error_code ec, std::size_t n) {
+    server.async_read_some(asio::buffer(buf), tock::timeout(50ms, [&](boost::system::error_code ec, std::size_t n) {
                              const bool timed_out = ec == std::errc::timed_out;
                              std::cout << "read: " << (timed_out ? "timed out" : ec.message()) << ", " << n
                                        << " bytes\n";

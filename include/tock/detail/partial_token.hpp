@@ -54,8 +54,9 @@ struct TOCK_ASIO_NAMESPACE::async_result<tock::detail::partial_token<Make>, Sign
   // instantiate the operation.
   template <typename Initiation, typename RawToken, typename... Args>
   static auto initiate(Initiation&& init, RawToken&& partial, Args&&... args)
-      -> decltype(asio::async_initiate<full_token<Initiation>, Signatures...>(
-          std::forward<Initiation>(init), std::declval<full_token<Initiation>&>(), std::forward<Args>(args)...)) {
+      -> decltype(asio::async_initiate<full_token<Initiation>, Signatures...>(std::forward<Initiation>(init),
+                                                                              std::declval<full_token<Initiation>&>(),
+                                                                              std::forward<Args>(args)...)) {
     auto full = partial(tock::detail::operation_default_token_t<Initiation>{});
     return asio::async_initiate<full_token<Initiation>, Signatures...>(std::forward<Initiation>(init), full,
                                                                        std::forward<Args>(args)...);

@@ -31,7 +31,7 @@ struct timeout_reportable : std::false_type {};
 template <typename R, typename First, typename... Rest>
 struct timeout_reportable<R(First, Rest...)> : std::bool_constant<is_outcome_v<std::decay_t<First>>> {};
 template <typename R, typename... Args>
-struct timeout_reportable<R(Args...) &> : timeout_reportable<R(Args...)> {};
+struct timeout_reportable<R(Args...)&> : timeout_reportable<R(Args...)> {};
 template <typename R, typename... Args>
 struct timeout_reportable<R(Args...) &&> : timeout_reportable<R(Args...)> {};
 template <typename R, typename... Args>
