@@ -51,6 +51,9 @@ namespace tock::beast {
 /// Beast. Destroying the stream closes the socket: pending operations complete with operation_aborted.
 /// Do not move a stream with operations pending: Asio's per-operation cancellation, which times them out,
 /// does not follow a moved socket (Beast's timeouts are lost in that case).
+/// As Beast's, the asynchronous members declare their results (the token's, as async_initiate gives it), so
+/// that naming a call in decltype builds no operation; and an explicit instantiation compiles with any
+/// RatePolicy Beast takes: only the operations that call the policy need its members.
 /// See docs/design.md ("Beast's stream") for the flow.
 ///
 /// Thread safety: distinct objects: safe. Shared objects: unsafe; as Beast's, all its operations must run
@@ -365,12 +368,15 @@ class basic_stream {
   // From beast_op, on the handler's executor, before the user's handler runs: the deadline's
   // tock::error::timed_out becomes Beast's timeout and closes the socket (as Beast's timer does); a transfer
   // of no bytes times out if its expiry has passed (Beast checks it after the fact); bytes count for the rate.
-  void on_transfer_done(bool read, bool empty, error_code& ec, std::size_t n) {
-    if (ec == tock::error::timed_out || (empty && deadline_of(read).expiry() <= std::chrono::steady_clock::now())) {
+  // A template, as every member that calls the rate policy: instantiated by the operations only, so that an
+  // explicit instantiation of the stream never needs the policy's members (Beast's test has one out of reach).
+  template <bool Read>
+  void on_transfer_done(bool empty, error_code& ec, std::size_t n) {
+    if (ec == tock::error::timed_out || (empty && deadline_of(Read).expiry() <= std::chrono::steady_clock::now())) {
       close();
       ec = boost::beast::error::timeout;
     }
-    if constexpr (rate_type::limited) rate_.transferred(read, n);
+    if constexpr (rate_type::limited) rate_.transferred(Read, n);
   }
   void on_connect_done(error_code& ec) {
     if (ec == tock::error::timed_out) {
