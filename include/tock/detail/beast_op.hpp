@@ -86,7 +86,7 @@ class beast_op : public beast_op_link<Stream> {
       if constexpr (Dirs == beast_dirs::connect)
         s->on_connect_done(ec);
       else
-        s->on_transfer_done(Dirs == beast_dirs::read, empty_, ec, args...);
+        s->template on_transfer_done<Dirs == beast_dirs::read>(empty_, ec, args...);
     } else if (ec == tock::error::timed_out) {  // the stream went after its expiry passed: Beast's code all the same
       ec = boost::beast::error::timeout;
     }
