@@ -7,7 +7,8 @@
 #   pkgconfig     install into a prefix; compile main.cpp with `pkg-config --cflags --libs tock` (PKG_CONFIG_PATH)
 #   deb           cpack -G DEB; extract the .deb with dpkg-deb -x (not installed); find_package from its usr/
 # Inputs: MODE, TOCK_SOURCE_DIR, TOCK_BINARY_DIR, CONSUMER_SOURCE_DIR, CXX_COMPILER, GENERATOR, TOCK_ASIO and
-#         TOCK_ASIO_INCLUDE_DIR (the Asio the tock build uses; a subproject is configured with the same),
+#         TOCK_ASIO_INCLUDE_DIR, TOCK_ASIO_IO_URING (the Asio the tock build uses; a subproject is configured with
+#         the same),
 #         PKG_CONFIG (pkgconfig), CPACK and DPKG_DEB (deb).
 # Everything goes to <build>/consumer-<mode>/, so that the tests can run in parallel.
 if(NOT MODE MATCHES "^(package|subdirectory|fetchcontent|pkgconfig|deb)$")
@@ -53,7 +54,7 @@ if(MODE STREQUAL "package")
   expect_tock_from("${prefix}")
 elseif(MODE MATCHES "^(subdirectory|fetchcontent)$")
   build_consumer("-DTOCK_CONSUMER_MODE=${MODE}" "-DTOCK_SOURCE_DIR=${TOCK_SOURCE_DIR}" "-DTOCK_ASIO=${TOCK_ASIO}"
-    "-DTOCK_ASIO_INCLUDE_DIR=${TOCK_ASIO_INCLUDE_DIR}")
+    "-DTOCK_ASIO_INCLUDE_DIR=${TOCK_ASIO_INCLUDE_DIR}" "-DTOCK_ASIO_IO_URING=${TOCK_ASIO_IO_URING}")
 elseif(MODE STREQUAL "pkgconfig")
   if(NOT PKG_CONFIG)
     message(FATAL_ERROR "pkg-config not found (Debian: apt-get install pkgconf)")

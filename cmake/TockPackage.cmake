@@ -28,4 +28,10 @@ if(TOCK_ASIO STREQUAL "boost")
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "libboost1.81-dev | libboost-dev (>= 1.81)")
 endif()
 
+# The io_uring backend: libtock.a's users link liburing (-luring).
+if(TOCK_ASIO_IO_URING)
+  list(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS "liburing-dev")
+  list(JOIN CPACK_DEBIAN_PACKAGE_DEPENDS ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
+endif()
+
 include(CPack)
