@@ -55,11 +55,7 @@ class basic_timer_service : public asio::execution_context::service, private det
   static asio::execution_context::id id;
 
   /// Called by asio::use_service<basic_timer_service>(io_context&).
-  explicit basic_timer_service(asio::io_context& ctx)
-      : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
-        driver_(*core_, queue_) {
-    core_->set_owner(this);
-  }
+  explicit basic_timer_service(asio::io_context& ctx);
 
   ~basic_timer_service() override;
 

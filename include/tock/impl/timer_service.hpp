@@ -5,6 +5,13 @@
 namespace tock {
 
 template <typename Clock, typename WaitTraits>
+basic_timer_service<Clock, WaitTraits>::basic_timer_service(asio::io_context& ctx)
+    : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
+      driver_(*core_, queue_) {
+  core_->set_owner(this);
+}
+
+template <typename Clock, typename WaitTraits>
 basic_timer_service<Clock, WaitTraits>::~basic_timer_service() {
   core_->set_owner(nullptr);  // slots emitted from now on (of fired waits on other contexts) find no service
   detail::service_epoch.fetch_add(1, std::memory_order_acq_rel);
