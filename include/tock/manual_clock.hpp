@@ -61,10 +61,7 @@ struct manual_clock {
     std::size_t drivers = 0;                    // armed has room for all of them
   };
 
-  static registry& state() noexcept {
-    static registry r;
-    return r;
-  }
+  static registry& state() noexcept;  // one per process: libtock's (src/manual_clock.cpp)
 };
 
 namespace detail {
@@ -79,40 +76,19 @@ class manual_driver {
   using handler_type = std::function<void(const sys::error_code&)>;
 
  public:
-  explicit manual_driver(const asio::io_context::executor_type& ex) : ex_(ex) {
-    auto& r = manual_clock::state();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.armed.reserve(++r.drivers);  // a place in `armed` for each driver: arming never allocates there
-  }
-  ~manual_driver() {
-    auto& r = manual_clock::state();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    if (handler_) r.armed.erase(std::find(r.armed.begin(), r.armed.end(), this));
-    --r.drivers;
-  }
+  // Reserves a place in the clock's armed list for this driver: arming never allocates there.
+  explicit manual_driver(const asio::io_context::executor_type& ex);
+  ~manual_driver();
   manual_driver(const manual_driver&) = delete;
   manual_driver& operator=(const manual_driver&) = delete;
 
   // As asio_driver::arm. Throws std::bad_alloc with nothing changed.
   template <typename Handler>
   void arm(const manual_clock::time_point& t, Handler handler) {
-    auto& r = manual_clock::state();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    memory_.reserve(handler_ ? 2 : 1);  // the superseded wait's post, and this one's
-    handler_type h(std::move(handler));
-    drop_locked(r);
-    at_ = t;
-    handler_ = std::move(h);
-    work_.emplace(ex_);
-    r.armed.push_back(this);
-    if (!(manual_clock::now() < at_)) fire_locked(r);
+    arm_erased(t, std::move(handler));
   }
 
-  void cancel() noexcept {
-    auto& r = manual_clock::state();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    drop_locked(r);
-  }
+  void cancel() noexcept;
 
   std::size_t fallbacks() const { return memory_.fallbacks(); }
 
@@ -139,11 +115,9 @@ class manual_driver {
   // Posts the handler: the wait is over. Under the registry's lock.
   void fire_locked(manual_clock::registry& r) noexcept { complete_locked(r, sys::error_code()); }
 
-  void complete_locked(manual_clock::registry& r, const sys::error_code& ec) noexcept {
-    asio::post(ex_, completion{std::exchange(handler_, nullptr), ec, &memory_});  // reserved: no throw
-    r.armed.erase(std::find(r.armed.begin(), r.armed.end(), this));
-    work_.reset();  // after the post, which holds work of its own
-  }
+  void complete_locked(manual_clock::registry& r, const sys::error_code& ec) noexcept;
+
+  void arm_erased(const manual_clock::time_point& t, handler_type handler);
 
   asio::io_context::executor_type ex_;
   block_pool memory_;  // its posts are destroyed at the context's shutdown, before the service that owns this
@@ -158,16 +132,6 @@ struct driver_for<manual_clock, WaitTraits> {
 };
 
 }  // namespace detail
-
-inline void manual_clock::advance_to(time_point t) {
-  registry& r = state();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (!(now() < t)) return;
-  r.now.store(t.time_since_epoch().count(), std::memory_order_release);
-  // Backwards, as fire_locked() takes the driver out of `armed`; nothing here allocates (see manual_driver).
-  for (std::size_t i = r.armed.size(); i-- > 0;)
-    if (!(t < r.armed[i]->at_)) r.armed[i]->fire_locked(r);
-}
 
 }  // namespace tock
 

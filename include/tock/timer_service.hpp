@@ -4,6 +4,7 @@
 
 #include <tock/config.hpp>
 #include <tock/detail/io_context_of.hpp>
+#include <tock/detail/libtock_abi.hpp>
 #include <tock/detail/locked_section.hpp>
 #include <tock/detail/sanitizers.hpp>
 #include <tock/detail/service_core.hpp>
@@ -54,16 +55,9 @@ class basic_timer_service : public asio::execution_context::service, private det
   static asio::execution_context::id id;
 
   /// Called by asio::use_service<basic_timer_service>(io_context&).
-  explicit basic_timer_service(asio::io_context& ctx)
-      : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
-        driver_(*core_, queue_) {
-    core_->set_owner(this);
-  }
+  explicit basic_timer_service(asio::io_context& ctx);
 
-  ~basic_timer_service() override {
-    core_->set_owner(nullptr);  // slots emitted from now on (of fired waits on other contexts) find no service
-    detail::service_epoch.fetch_add(1, std::memory_order_acq_rel);
-  }
+  ~basic_timer_service() override;
 
   basic_timer_service(const basic_timer_service&) = delete;
   basic_timer_service& operator=(const basic_timer_service&) = delete;
@@ -338,25 +332,8 @@ class basic_timer_service : public asio::execution_context::service, private det
 
   // Places a wait or an entry: the memory first, then the driver (see timer_driver.hpp), then the queue.
   // Throws only before anything changed. A sleep without a slot cannot be cancelled: nothing unschedules it.
-  void place_locked(implementation_type& impl, wait_op& op, bool /*cancellable*/ = true) {
-    queue_.reserve_wait(impl);
-    if (impl.expiry() == time_point::max()) reserve_parked_work();
-    driver_.arm_for_locked(queue_.wait_key(impl));
-    queue_.link_wait(impl, op);
-    // A wait that parks takes its timer out of the heap, which may leave it empty: the driver goes then.
-    if (impl.expiry() == time_point::max()) driver_.disarm_if_idle_locked();
-    core_->count_started_locked(queue_.pending());
-    check_locked();
-  }
-  void place_locked(const sleep_time& t, sleep_entry& op, bool cancellable = true) {
-    const time_point latest = detail::latest_time(t.at, t.slack);
-    const std::int32_t lane = queue_.reserve_sleep(t.at, latest, t.span, t.slack);
-    if (t.at == time_point::max()) reserve_parked_work();
-    driver_.arm_for_locked(latest);
-    queue_.push_sleep(op, t.at, latest, lane, cancellable);
-    core_->count_started_locked(queue_.pending());
-    check_locked();
-  }
+  void place_locked(implementation_type& impl, wait_op& op, bool cancellable = true);
+  void place_locked(const sleep_time& t, sleep_entry& op, bool cancellable = true);
 
   // The rules the code relies on, checked in the sanitizer builds (TOCK_CHECK_INVARIANTS) where a call lets
   // the lock go: the driver is armed no later than the top's key while anything can fire (timer_driver.hpp),
@@ -444,5 +421,20 @@ using timer_service = basic_timer_service<std::chrono::steady_clock>;
 }  // namespace tock
 
 #include <tock/impl/timer_service.hpp>
+
+#if TOCK_DETAIL_EXTERN_STEADY_SERVICE
+// The steady_clock service is compiled once, in libtock (src/timer_service.cpp), not in every user's translation
+// unit: its members that are not templates over the user's handlers or executors are taken from there.
+namespace tock {
+extern template class basic_timer_service<std::chrono::steady_clock>;
+namespace detail {
+extern template class timer_queue<std::chrono::steady_clock::time_point>;
+extern template class deadline_heap<std::chrono::steady_clock::time_point>;
+extern template class sleep_lanes<std::chrono::steady_clock::time_point>;
+extern template class timer_driver<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>>;
+extern template class locked_section<basic_timer_service<std::chrono::steady_clock>>;
+}  // namespace detail
+}  // namespace tock
+#endif
 
 #endif

@@ -5,6 +5,7 @@
 #include <tock/config.hpp>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 namespace tock::detail {
@@ -37,8 +38,12 @@ class compact_executor {
 // rebuilt through Asio's require/prefer when asked for; any other executor goes to the heap, its box's address
 // tagged with `boxed_bit`. A timer holding it shrinks by 48 bytes, and its waits find the io_context's executor
 // without a type-erased call.
-template <>
-class compact_executor<asio::any_io_executor> {
+// A partial specialization (constrained), not an explicit one: its members are then instantiated where they are
+// used, rather than in every translation unit that includes this header (any_io_executor's constructors are
+// among the costliest templates Asio has to compile).
+template <typename Executor>
+  requires std::is_same_v<Executor, asio::any_io_executor>
+class compact_executor<Executor> {
   using any = asio::any_io_executor;
   using io = asio::io_context::executor_type;
 

@@ -1,5 +1,5 @@
-// tock/detail/service_core.hpp: the part of a timer service its operations reach, and the drain of its
-// deferred completions (the queue: deferred_queue.hpp).
+// tock/detail/service_core.hpp: the part of a timer service its operations reach, and its queue of deferred
+// completions. Not a template: its larger bodies are compiled once, in libtock (src/service_core.cpp).
 #ifndef TOCK_DETAIL_SERVICE_CORE_HPP
 #define TOCK_DETAIL_SERVICE_CORE_HPP
 
@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -27,22 +26,7 @@ namespace tock::detail {
 // reactor's locking). Only then may the service run one completion after another on the thread that found them
 // (a wake-up's batch, a drain): elsewhere an idle thread must be able to take the next (design.md, "Threads").
 // Read once, when the service is built.
-inline bool runs_on_one_thread(asio::io_context& ctx) {
-#if TOCK_ASIO_VERSION >= 103300  // Asio's configuration service holds the hint
-  return asio::config(ctx).get("scheduler", "concurrency_hint", 0) == 1;
-#elif defined(TOCK_STANDALONE_ASIO) && !defined(ASIO_HAS_IOCP)
-  const int hint = asio::use_service<asio::detail::io_context_impl>(ctx).concurrency_hint();
-  return hint == 1 || !ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint) ||
-         !ASIO_CONCURRENCY_HINT_IS_LOCKING(REACTOR_IO, hint);
-#elif !defined(TOCK_STANDALONE_ASIO) && !defined(BOOST_ASIO_HAS_IOCP)
-  const int hint = asio::use_service<asio::detail::io_context_impl>(ctx).concurrency_hint();
-  return hint == 1 || !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint) ||
-         !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(REACTOR_IO, hint);
-#else
-  (void)ctx;
-  return false;  // not known: as if several threads ran it
-#endif
-}
+bool runs_on_one_thread(asio::io_context& ctx);
 
 // What the core asks of the service that owns it: to take an operation out of its queue when the operation's
 // cancellation slot is emitted (it completes as aborted), or when a timed operation's own operation ended
@@ -79,12 +63,10 @@ class service_core : public std::enable_shared_from_this<service_core> {
  public:
   // Reserves the drain's block: at most one drain is queued at a time, and Asio returns its block before it
   // runs, so every later post finds it free.
-  explicit service_core(asio::io_context& ctx) : ctx_(ctx), one_thread_(runs_on_one_thread(ctx)) {
-    drain_memory_.reserve(1);
-  }
+  explicit service_core(asio::io_context& ctx);
   service_core(const service_core&) = delete;
   service_core& operator=(const service_core&) = delete;
-  ~service_core() { run(deferred_.take_all(), false); }  // left only when the context was gone first
+  ~service_core();  // runs what is left queued: only when the context was gone first
 
   asio::io_context& context() const noexcept { return ctx_; }
   futex_mutex& mutex() noexcept { return mutex_; }
@@ -92,11 +74,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
   bool one_thread() const noexcept { return one_thread_; }
 
   // The service registers itself once built, and leaves before it is destroyed. Takes the lock.
-  void set_owner(op_canceller* owner) noexcept {
-    std::lock_guard<futex_mutex> lock(mutex_);
-    owner_ = owner;
-    serving_.store(owner != nullptr, std::memory_order_release);
-  }
+  void set_owner(op_canceller* owner) noexcept;
   // Whether the service (and so its context) still lives. O(1), lock-free.
   bool serving() const noexcept { return serving_.load(std::memory_order_acquire); }
 
@@ -120,10 +98,7 @@ class service_core : public std::enable_shared_from_this<service_core> {
 
   // Called on the handler's executor when a fired wait that `checked_at_run` is about to run: true if it
   // still counts as fired, false if it was cancelled in between (it is then reported as aborted).
-  bool settle_fired(wait_op& op) {
-    std::lock_guard<futex_mutex> lock(mutex_);
-    return settle_fired_locked(op);
-  }
+  bool settle_fired(wait_op& op);
 
   // Queues the completion of an operation that left the service; true if the caller must post_drain() once
   // it has released the lock. The operation's cancellation slot is left as it is: only the handler's
@@ -166,37 +141,15 @@ class service_core : public std::enable_shared_from_this<service_core> {
   // detail/locked_section.hpp): cancelled as a drain would (one whose dispatch throws is queued with those
   // after it for a drain; the exception goes no further), or detached if their deadline is going away. Never
   // throws.
-  void run_now(deferred_queue::batch b, bool detach) noexcept {
-    if (!detach) {
-      try {
-        run(b, true);
-      } catch (...) {  // run() queued what is left under a drain: nothing is lost
-      }
-      return;
-    }
-    for (deferred_queue::link l = b.first; l != 0;) {
-      const deferred_queue::link next = deferred_queue::next_of(l, b);
-      auto* op = static_cast<wait_op*>(deferred_queue::address(l));
-      // Its `next` keeps the queue's link: a detach() racing with this finds it taken already.
-      op->complete(op, *this, op_action::detach, error_code());
-      l = next;
-    }
-  }
+  void run_now(deferred_queue::batch b, bool detach) noexcept;
 
   // Posts the drain that defer_locked() asked for. Never allocates (see the constructor).
-  void post_drain() { asio::post(ctx_.get_executor(), drain{shared_from_this()}); }
+  void post_drain();
 
   // Queues again a fired operation whose dispatch to its executor threw (see complete_op): a timer wait that
   // was cancelled since it fired completes as aborted. Takes the lock; never throws.
-  void requeue_fired(wait_op& op) noexcept {
-    queue_and_post([&] {
-      const bool fired = !op.checked_at_run || settle_fired_locked(op);
-      deferred_.push_back(op, fired ? deferred::fired : deferred::aborted);
-    });
-  }
-  void requeue_fired(sleep_entry& op) noexcept {
-    queue_and_post([&] { deferred_.push_back(op, deferred::fired); });
-  }
+  void requeue_fired(wait_op& op) noexcept;
+  void requeue_fired(sleep_entry& op) noexcept;
 
   // The error a deferred completion carries.
   static error_code error_of(deferred how) noexcept {
@@ -210,128 +163,16 @@ class service_core : public std::enable_shared_from_this<service_core> {
 
  private:
   using batch = deferred_queue::batch;
+  class drain;
 
-  bool settle_fired_locked(wait_op& op) noexcept {
-    if (op.next == nullptr) {  // cancelled since it fired: it completes as aborted after all
-      --stats_.fired;
-      ++stats_.aborted;
-      return false;
-    }
-    wait_op** link = nullptr;
-    wait_ring& ring = wait_ring::ring_of(op, link);
-    wait_ring::unlink(link, op);
-    --ring.due;
-    return true;
-  }
-
-  // Runs (or, when the context shuts down with it queued, destroys) the completions queued before it
-  // started. Its memory is the core's block, which the core (held by the drain) outlives.
-  class drain {
-   public:
-    using allocator_type = block_pool::allocator<void>;
-
-    explicit drain(std::shared_ptr<service_core> core) noexcept : core_(std::move(core)) {}
-    drain(drain&&) noexcept = default;
-    drain& operator=(drain&&) = delete;
-    ~drain() {
-      if (core_) core_->run(core_->take(), false);
-    }
-    allocator_type get_allocator() const noexcept { return allocator_type(core_->drain_memory_); }
-    void operator()() {
-      auto core = std::move(core_);
-      if (core->one_thread_)
-        core->run(core->take(), true);
-      else
-        core->run_shared();
-    }
-
-   private:
-    std::shared_ptr<service_core> core_;
-  };
-
-  batch take() noexcept {
-    std::lock_guard<futex_mutex> lock(mutex_);
-    drain_posted_ = false;
-    return deferred_.take_all();
-  }
-
-  // If a completion throws, the rest (and the one that threw, if it was kept) go back to the front of the
-  // queue under a new drain, and the exception leaves run().
-  void run(batch b, bool deliver) {
-    deferred_queue::link l = b.first;
-    while (l != 0) {
-      const deferred_queue::link next = deferred_queue::next_of(l, b);
-      completion_kept = false;
-      try {
-        complete(l, deliver);
-      } catch (...) {
-        requeue({completion_kept ? l : next, b.last});
-        completion_kept = false;
-        throw;
-      }
-      l = next;
-    }
-  }
-
-  // A drain on a context that several threads may run: the completions queued when it starts, or as many,
-  // one per lock (others may take some: a drain it posted, or one posted for later ones), each after posting
-  // a drain for the rest unless one is posted. If a completion throws, it goes back to the front if it was
-  // kept, a drain is posted for what is queued, and the exception leaves run().
-  void run_shared() {
-    std::unique_lock<futex_mutex> lock(mutex_);
-    drain_posted_ = false;
-    for (std::size_t budget = deferred_.size(); budget > 0; --budget) {
-      const deferred_queue::link l = deferred_.pop_front();
-      if (l == 0) break;
-      const bool post = !deferred_.empty() && !std::exchange(drain_posted_, true);
-      lock.unlock();
-      if (post) post_drain();
-      completion_kept = false;
-      try {
-        complete(l, true);
-      } catch (...) {
-        const deferred_queue::link kept = completion_kept ? l : 0;
-        completion_kept = false;
-        bool post_rest;
-        {
-          std::lock_guard<futex_mutex> relock(mutex_);
-          deferred_.push_front({kept, kept});
-          post_rest = !deferred_.empty() && !std::exchange(drain_posted_, true);
-        }
-        if (post_rest) post_drain();
-        throw;
-      }
-      lock.lock();
-    }
-  }
-
-  void requeue(const batch& rest) noexcept {
-    if (rest.first != 0) queue_and_post([&] { deferred_.push_front(rest); });
-  }
-
-  // Queues completions (`queue` runs under the lock), then posts a drain unless one is pending.
+  bool settle_fired_locked(wait_op& op) noexcept;
+  batch take() noexcept;
+  void run(batch b, bool deliver);
+  void run_shared();
+  void requeue(const batch& rest) noexcept;
   template <typename Queue>
-  void queue_and_post(Queue&& queue) noexcept {
-    bool post;
-    {
-      std::lock_guard<futex_mutex> lock(mutex_);
-      queue();
-      post = !std::exchange(drain_posted_, true);
-    }
-    if (post) post_drain();
-  }
-
-  void complete(deferred_queue::link l, bool deliver) {
-    const error_code ec = error_of(deferred_queue::how(l));
-    const op_action a = deliver ? op_action::deliver : op_action::discard;
-    if (deferred_queue::is_sleep(l)) {
-      auto* op = static_cast<sleep_entry*>(deferred_queue::address(l));
-      op->complete(op, *this, a, ec);
-    } else {
-      auto* op = static_cast<wait_op*>(deferred_queue::address(l));
-      op->complete(op, *this, a, ec);
-    }
-  }
+  void queue_and_post(Queue&& queue) noexcept;
+  void complete(deferred_queue::link l, bool deliver);
 
   asio::io_context& ctx_;
   const bool one_thread_;

@@ -117,16 +117,7 @@ class timer_driver {
   };
 
   // Fires every wait that is due, in deadline order, then re-arms for what is left.
-  void on_fired(std::uint64_t generation) {
-    // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock; a wait
-    // newer than the generation read here is being armed, and the lock waits for it.
-    if (generation < generation_.load(std::memory_order_relaxed)) return;
-    std::unique_lock<futex_mutex> lock(core_.mutex());
-    if (generation != generation_.load(std::memory_order_relaxed) || stopped_) return;
-    armed_at_ = time_point::max();
-    ++core_.stats_locked().wakeups;
-    run_batch(lock, true);
-  }
+  void on_fired(std::uint64_t generation);
 
   void on_continued() {
     std::unique_lock<futex_mutex> lock(core_.mutex());
@@ -135,62 +126,7 @@ class timer_driver {
   }
 
   // Under the lock, which it releases around each handler.
-  void run_batch(std::unique_lock<futex_mutex>& lock, bool wakeup) {
-    const time_point now = Clock::now();
-
-    // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do), for
-    // the top once settled: a timer waited on again from its handler keeps its past key until then.
-    struct rearm {
-      timer_driver& driver;
-      std::unique_lock<futex_mutex>& lock;
-      const time_point& now;
-      // The wait that fired returned its memory to the driver, so the re-arm finds it (see asio_driver);
-      // should Asio's own timer queue fail to grow, run() is left with that exception, unless a handler's
-      // already leaves it.
-      ~rearm() noexcept(false) {
-        if (!lock.owns_lock()) lock.lock();
-        driver.firing_ = false;
-        try {
-          // Also with no wait left: a timer that fired and stays in the heap (rule 4) would keep its past
-          // key there, which the next arming would take for the top.
-          driver.queue_.settle(now);
-          // Armed for an earlier key (the batch armed before a handler, for a top it then fired early, by
-          // slack): armed again, as a wake-up for nothing costs more than a re-arm.
-          if (!driver.continuing_ && driver.queue_.can_fire() && !driver.queue_.heap_empty() &&
-              driver.queue_.top_key() != driver.armed_at_)
-            driver.arm_locked(driver.queue_.top_key());
-          if (driver.armed_at_ == time_point::max()) driver.queue_.links().idle();  // unarmed: rule 4 of the links
-        } catch (...) {
-          if (std::uncaught_exceptions() == 0) throw;
-        }
-      }
-    } guard{*this, lock, now};
-
-    firing_ = one_thread_;
-    const typename wakeup_time<Clock>::scope reading(core_, now);  // for the handlers the batch calls
-    timer_stats& stats = core_.stats_locked();
-    bool fired = false;
-    // Bounded by the count pending on entry, so that handlers that keep starting due waits cannot keep the
-    // batch going and starve the context's other handlers: past it, what is left waits for the next wake-up.
-    // Within it the pops stay in deadline order, so a due wait a handler starts may come before older ones.
-    for (std::size_t budget = queue_.heap_waits() + queue_.links().attached(); budget > 0; --budget) {
-      const typename queue_type::due next = queue_.pop_due(now);
-      if (!next) break;
-      fired = true;
-      stats.started += next.linked;  // a linked entry's start was not counted (basic_timer_service::stats)
-      count_fired(stats, now, next.at);
-      const bool post = !one_thread_ && hand_over_locked(now);
-      queue_.prefetch_top();
-      lock.unlock();
-      if (post) asio::post(core_.context().get_executor(), continuation{this});  // never allocates
-      if (next.sleep != nullptr)
-        invoke_unlocked(*next.sleep);
-      else
-        invoke_unlocked(*next.wait);
-      lock.lock();
-    }
-    if (!fired && wakeup) ++stats.empty_wakeups;
-  }
+  void run_batch(std::unique_lock<futex_mutex>& lock, bool wakeup);
 
   // Before a handler runs, on a context several threads may run: makes sure that what is left does not wait
   // for it. If the top's key has passed, or its deadline (slack), true: the caller posts a continuation once
@@ -198,19 +134,7 @@ class timer_driver {
   // continuation then finds nothing, but settling here would drop the lingering timer that the handler is
   // about to wait on again, and its re-key in place with it). Else arms for the top unless armed for it or
   // earlier (if that fails, a continuation arms when it runs). O(1) but the arming, never throws.
-  bool hand_over_locked(const time_point& now) noexcept {
-    if (continuing_ || !queue_.can_fire() || queue_.heap_empty()) return false;
-    if (now < queue_.top_key() && !queue_.settle(now)) {  // settle() changes nothing before the top's key
-      if (!(queue_.top_key() < armed_at_)) return false;
-      try {
-        arm_locked(queue_.top_key());
-        return false;
-      } catch (...) {
-      }
-    }
-    continuing_ = true;
-    return true;
-  }
+  bool hand_over_locked(const time_point& now) noexcept;
 
   static void count_fired(timer_stats& stats, const time_point& now, const time_point& at) noexcept {
     ++stats.fired;
@@ -238,16 +162,7 @@ class timer_driver {
   // A timer wait waits again, first of its timer, so that it fires at the next wake-up and a cancel() in
   // between still aborts it. Anything else (a deadline's entry, a wait cancelled since it fired, a wait whose
   // timer cannot be placed again) is queued again: it completes from the next drain, as fired or aborted.
-  void refire(wait_op& op) noexcept {
-    if (op.checked_at_run) {
-      std::lock_guard<futex_mutex> lock(core_.mutex());
-      if (op.next != nullptr && queue_.wait_again(op)) {
-        --core_.stats_locked().fired;  // it fires again
-        return;
-      }
-    }
-    core_.requeue_fired(op);
-  }
+  void refire(wait_op& op) noexcept;
 
   service_core& core_;
   queue_type& queue_;
@@ -260,6 +175,103 @@ class timer_driver {
   bool continuing_ = false;  // a continuation is queued: it arms when it ends (several threads only)
   block_pool continuation_memory_;  // the continuation's block
 };
+
+template <typename Clock, typename WaitTraits>
+void timer_driver<Clock, WaitTraits>::on_fired(std::uint64_t generation) {
+  // A superseded wait (the driver was re-armed or disarmed since) returns without taking the lock; a wait
+  // newer than the generation read here is being armed, and the lock waits for it.
+  if (generation < generation_.load(std::memory_order_relaxed)) return;
+  std::unique_lock<futex_mutex> lock(core_.mutex());
+  if (generation != generation_.load(std::memory_order_relaxed) || stopped_) return;
+  armed_at_ = time_point::max();
+  ++core_.stats_locked().wakeups;
+  run_batch(lock, true);
+}
+
+template <typename Clock, typename WaitTraits>
+void timer_driver<Clock, WaitTraits>::run_batch(std::unique_lock<futex_mutex>& lock, bool wakeup) {
+  const time_point now = Clock::now();
+
+  // Re-arms even when a handler throws out of the batch (the exception leaves run(), as Asio's do), for
+  // the top once settled: a timer waited on again from its handler keeps its past key until then.
+  struct rearm {
+    timer_driver& driver;
+    std::unique_lock<futex_mutex>& lock;
+    const time_point& now;
+    // The wait that fired returned its memory to the driver, so the re-arm finds it (see asio_driver);
+    // should Asio's own timer queue fail to grow, run() is left with that exception, unless a handler's
+    // already leaves it.
+    ~rearm() noexcept(false) {
+      if (!lock.owns_lock()) lock.lock();
+      driver.firing_ = false;
+      try {
+        // Also with no wait left: a timer that fired and stays in the heap (rule 4) would keep its past
+        // key there, which the next arming would take for the top.
+        driver.queue_.settle(now);
+        // Armed for an earlier key (the batch armed before a handler, for a top it then fired early, by
+        // slack): armed again, as a wake-up for nothing costs more than a re-arm.
+        if (!driver.continuing_ && driver.queue_.can_fire() && !driver.queue_.heap_empty() &&
+            driver.queue_.top_key() != driver.armed_at_)
+          driver.arm_locked(driver.queue_.top_key());
+        if (driver.armed_at_ == time_point::max()) driver.queue_.links().idle();  // unarmed: rule 4 of the links
+      } catch (...) {
+        if (std::uncaught_exceptions() == 0) throw;
+      }
+    }
+  } guard{*this, lock, now};
+
+  firing_ = one_thread_;
+  const typename wakeup_time<Clock>::scope reading(core_, now);  // for the handlers the batch calls
+  timer_stats& stats = core_.stats_locked();
+  bool fired = false;
+  // Bounded by the count pending on entry, so that handlers that keep starting due waits cannot keep the
+  // batch going and starve the context's other handlers: past it, what is left waits for the next wake-up.
+  // Within it the pops stay in deadline order, so a due wait a handler starts may come before older ones.
+  for (std::size_t budget = queue_.heap_waits() + queue_.links().attached(); budget > 0; --budget) {
+    const typename queue_type::due next = queue_.pop_due(now);
+    if (!next) break;
+    fired = true;
+    stats.started += next.linked;  // a linked entry's start was not counted (basic_timer_service::stats)
+    count_fired(stats, now, next.at);
+    const bool post = !one_thread_ && hand_over_locked(now);
+    queue_.prefetch_top();
+    lock.unlock();
+    if (post) asio::post(core_.context().get_executor(), continuation{this});  // never allocates
+    if (next.sleep != nullptr)
+      invoke_unlocked(*next.sleep);
+    else
+      invoke_unlocked(*next.wait);
+    lock.lock();
+  }
+  if (!fired && wakeup) ++stats.empty_wakeups;
+}
+
+template <typename Clock, typename WaitTraits>
+bool timer_driver<Clock, WaitTraits>::hand_over_locked(const time_point& now) noexcept {
+  if (continuing_ || !queue_.can_fire() || queue_.heap_empty()) return false;
+  if (now < queue_.top_key() && !queue_.settle(now)) {  // settle() changes nothing before the top's key
+    if (!(queue_.top_key() < armed_at_)) return false;
+    try {
+      arm_locked(queue_.top_key());
+      return false;
+    } catch (...) {
+    }
+  }
+  continuing_ = true;
+  return true;
+}
+
+template <typename Clock, typename WaitTraits>
+void timer_driver<Clock, WaitTraits>::refire(wait_op& op) noexcept {
+  if (op.checked_at_run) {
+    std::lock_guard<futex_mutex> lock(core_.mutex());
+    if (op.next != nullptr && queue_.wait_again(op)) {
+      --core_.stats_locked().fired;  // it fires again
+      return;
+    }
+  }
+  core_.requeue_fired(op);
+}
 
 }  // namespace tock::detail
 

@@ -5,6 +5,43 @@
 namespace tock {
 
 template <typename Clock, typename WaitTraits>
+basic_timer_service<Clock, WaitTraits>::basic_timer_service(asio::io_context& ctx)
+    : asio::execution_context::service(ctx), core_(std::make_shared<detail::service_core>(ctx)),
+      driver_(*core_, queue_) {
+  core_->set_owner(this);
+}
+
+template <typename Clock, typename WaitTraits>
+basic_timer_service<Clock, WaitTraits>::~basic_timer_service() {
+  core_->set_owner(nullptr);  // slots emitted from now on (of fired waits on other contexts) find no service
+  detail::service_epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+template <typename Clock, typename WaitTraits>
+void basic_timer_service<Clock, WaitTraits>::place_locked(implementation_type& impl, wait_op& op,
+                                                          bool /*cancellable*/) {
+  queue_.reserve_wait(impl);
+  if (impl.expiry() == time_point::max()) reserve_parked_work();
+  driver_.arm_for_locked(queue_.wait_key(impl));
+  queue_.link_wait(impl, op);
+  // A wait that parks takes its timer out of the heap, which may leave it empty: the driver goes then.
+  if (impl.expiry() == time_point::max()) driver_.disarm_if_idle_locked();
+  core_->count_started_locked(queue_.pending());
+  check_locked();
+}
+
+template <typename Clock, typename WaitTraits>
+void basic_timer_service<Clock, WaitTraits>::place_locked(const sleep_time& t, sleep_entry& op, bool cancellable) {
+  const time_point latest = detail::latest_time(t.at, t.slack);
+  const std::int32_t lane = queue_.reserve_sleep(t.at, latest, t.span, t.slack);
+  if (t.at == time_point::max()) reserve_parked_work();
+  driver_.arm_for_locked(latest);
+  queue_.push_sleep(op, t.at, latest, lane, cancellable);
+  core_->count_started_locked(queue_.pending());
+  check_locked();
+}
+
+template <typename Clock, typename WaitTraits>
 timer_stats basic_timer_service<Clock, WaitTraits>::stats() const {
   std::lock_guard<detail::futex_mutex> lock(core_->mutex());
   std::uint64_t attached = 0, withdrawn = 0;  // deadlines' linked entries, counted without the lock
