@@ -56,7 +56,8 @@ for ((r = 1; r <= runs; ++r)); do
                 tail -5 "$tmp/valgrind.err" >&2
                 exit 1
             fi
-            read -r instr locked < <(python3 scripts/locked_instructions.py --per="$ops" --values "$tmp/cg.out")
+            counts=$(python3 scripts/locked_instructions.py --per="$ops" --values "$tmp/cg.out")
+            read -r instr locked <<<"$counts"
             echo "$instr instructions, $locked locked per op"
             echo "$w $s $r $instr $locked" >>"$tmp/runs"
         done
