@@ -8,7 +8,8 @@ Usage: scripts/locked_instructions.py [--per=N] [--functions[=K]] [--values] [--
                    names cut at 150 characters)
   --values         print only "INSTRUCTIONS LOCKED" (per N if --per is given) on one line, for scripts
   --check          also report executed addresses that are not the start of a disassembled instruction (should
-                   be none: a sign that the profile and the binaries on disk do not match)
+                   be none: a sign that the profile and the binaries on disk do not match), and every object
+                   objdump cannot read (such as ??? for code without a file; otherwise only above 1% of the total)
 
 The profile must come from `valgrind --tool=callgrind --dump-instr=yes` (per-instruction costs); add
 `--toggle-collect='*measured_phase*'` to count the bench's measured phase only. Locked instructions are every
@@ -34,7 +35,7 @@ class Profile:
     def __init__(self):
         self.cost = collections.Counter()   # (object, address) -> executed count
         self.function = {}                  # (object, address) -> function name
-        self.summary = None                 # the file's own total of the first event, if it gives one
+        self.totals = None                  # the file's own total of the first event ("totals:"), if it gives one
 
 
 def parse_number(token, previous):
@@ -113,8 +114,8 @@ def read_profile(path):
                 if positions[0] != "instr":
                     sys.exit(f"{path}: unexpected positions: {value.strip()}")
                 last = [0] * len(positions)
-            elif key == "summary":
-                prof.summary = int(value.split()[0])
+            elif key == "totals":  # at the end; "summary:" (in the header, callgrind_annotate's figure) may be a
+                prof.totals = int(value.split()[0])  # few lower when the process ends on a signal
             elif key == "part":
                 last = [0] * len(positions) if positions else None
     return prof
@@ -180,8 +181,8 @@ def main(argv):
 
     prof = read_profile(path)
     total = sum(prof.cost.values())
-    if prof.summary is not None and prof.summary != total:
-        print(f"warning: the costs add up to {total}, the file's summary says {prof.summary}", file=sys.stderr)
+    if prof.totals is not None and prof.totals != total:
+        print(f"warning: the costs add up to {total}, the file's totals: line says {prof.totals}", file=sys.stderr)
 
     by_object = collections.defaultdict(list)
     for (obj, addr), n in prof.cost.items():
@@ -217,7 +218,7 @@ def main(argv):
                 if len(name) > 150:
                     name = name[:147] + "..."
                 print(f"  {scaled(n, per):>12}  {name}")
-    if unread:
+    if check or sum(unread.values()) > total // 100:  # unless --check, only when they are more than 1%
         for obj, n in unread.most_common():
             print(f"note: {n} instructions in {obj or '(no object)'}, which objdump cannot read, are not examined",
                   file=sys.stderr)
