@@ -6,8 +6,8 @@
 # instruction and `xchg` with a memory operand: atomic read-modify-writes, each a full barrier of tens of
 # cycles that an instruction count does not show; counted by scripts/locked_instructions.py). Prints, per
 # workload and system, the median of RUNS runs and their spread, and for timeouts what each system adds over
-# the request with no time limit (no_timeout). Counts hardly move with the machine's load, as CPU time does.
-# Writes bench/results/latest-instructions.csv. Takes about 2 minutes with 3 runs on a 2-core machine.
+# the request with no time limit (no_timeout). Unlike CPU time, the counts do not move with the machine's load.
+# Writes bench/results/latest-instructions.csv. Takes about 1.5 minutes with 3 runs (86 s on 2 cores, 2026-12-07).
 # Usage: scripts/instructions.sh [--runs=R, default 3] [--no-build]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -79,7 +79,11 @@ awk -v runs="$runs" -v specs="${workloads[*]}" -v csv="$csv" '
         split(specs, sp, " ")
         for (i in sp) { split(sp[i], f, ":"); size[f[1]] = f[2]; ops[f[1]] = f[3] }
     }
-    { key = $1 " " $2; if (!(key in instr)) order[++count] = key; instr[key] = instr[key] " " $4; locked[key] = locked[key] " " $5 }
+    {
+        key = $1 " " $2
+        if (!(key in instr)) order[++count] = key
+        instr[key] = instr[key] " " $4; locked[key] = locked[key] " " $5
+    }
     END {
         for (i = 1; i <= count; ++i) {
             key = order[i]
