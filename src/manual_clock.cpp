@@ -2,6 +2,8 @@
 // the driver of the services on it (tock/manual_clock.hpp).
 #include <tock/manual_clock.hpp>
 
+#include <algorithm>
+
 namespace tock {
 
 manual_clock::registry& manual_clock::state() noexcept {
@@ -34,7 +36,7 @@ manual_driver::~manual_driver() {
   --r.drivers;
 }
 
-void manual_driver::arm_erased(const manual_clock::time_point& t, handler_type handler) {
+void manual_driver::arm(const manual_clock::time_point& t, handler_type handler) {
   auto& r = manual_clock::state();
   std::lock_guard<std::mutex> lock(r.mutex);
   memory_.reserve(handler_ ? 2 : 1);  // the superseded wait's post, and this one's

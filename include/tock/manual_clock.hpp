@@ -6,7 +6,6 @@
 #include <tock/detail/block_pool.hpp>
 #include <tock/detail/driver.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -82,11 +81,8 @@ class manual_driver {
   manual_driver(const manual_driver&) = delete;
   manual_driver& operator=(const manual_driver&) = delete;
 
-  // As asio_driver::arm. Throws std::bad_alloc with nothing changed.
-  template <typename Handler>
-  void arm(const manual_clock::time_point& t, Handler handler) {
-    arm_erased(t, std::move(handler));
-  }
+  // As asio_driver::arm. Throws std::bad_alloc with nothing changed (the handler is wrapped before the call).
+  void arm(const manual_clock::time_point& t, handler_type handler);
 
   void cancel() noexcept;
 
@@ -116,8 +112,6 @@ class manual_driver {
   void fire_locked(manual_clock::registry& r) noexcept { complete_locked(r, sys::error_code()); }
 
   void complete_locked(manual_clock::registry& r, const sys::error_code& ec) noexcept;
-
-  void arm_erased(const manual_clock::time_point& t, handler_type handler);
 
   asio::io_context::executor_type ex_;
   block_pool memory_;  // its posts are destroyed at the context's shutdown, before the service that owns this
